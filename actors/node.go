@@ -1,0 +1,318 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/aura-runtime/aura/messages"
+	"github.com/aura-runtime/aura/occ"
+	"github.com/aura-runtime/aura/rdma"
+	"github.com/aura-runtime/aura/store"
+	"github.com/aura-runtime/aura/workload"
+)
+
+// NodeConfig configures a compute node's data plane.
+type NodeConfig struct {
+	// Name identifies the node in results and logs. Required.
+	Name string
+	// ID is the node's number, unique in the cluster and below 2^22; it goes
+	// into lock tags. Default 0.
+	ID uint32
+	// Coordinators is the number of coordinator actors, i.e. transactions the
+	// node runs at once. Default 8: enough to keep a memory node busy on two
+	// cores without oversubscribing them.
+	Coordinators int
+	// AtomicActors is the number of atomic actors (each with a queue pair)
+	// serving the memory-node lock path. Default 2.
+	AtomicActors int
+	// MailboxSize bounds every actor's mailbox. Default 1024.
+	MailboxSize int
+	// RequestTimeout bounds one transaction attempt and one lock batch.
+	// Default 10 s: far above any healthy attempt, short enough to surface a
+	// dead memory node.
+	RequestTimeout time.Duration
+	// ResultCacheSize bounds the final outcomes kept by transaction id, so a
+	// resubmitted transaction is answered from its recorded outcome instead of
+	// running twice. Default 65,536.
+	ResultCacheSize int
+	// Engine configures the OCC engine (Node is set from ID).
+	Engine occ.Config
+	// Logger receives the node's logs and protoactor's, at warn level by
+	// default. Default: slog to stderr at warn.
+	Logger *slog.Logger
+}
+
+// DefaultNodeConfig returns the defaults documented on NodeConfig.
+func DefaultNodeConfig(name string) NodeConfig {
+	return NodeConfig{Name: name, Coordinators: 8, AtomicActors: 2, MailboxSize: 1024,
+		RequestTimeout: 10 * time.Second, ResultCacheSize: 1 << 16, Engine: occ.DefaultConfig()}
+}
+
+// Validate reports every problem at once.
+func (c NodeConfig) Validate() error {
+	var errs []error
+	if c.Name == "" {
+		errs = append(errs, errors.New("node: Name is required"))
+	}
+	if c.Coordinators < 1 || c.Coordinators > 4096 {
+		errs = append(errs, fmt.Errorf("node: Coordinators %d, want 1..4096", c.Coordinators))
+	}
+	if c.AtomicActors < 1 || c.AtomicActors > 256 {
+		errs = append(errs, fmt.Errorf("node: AtomicActors %d, want 1..256", c.AtomicActors))
+	}
+	if c.MailboxSize < 1 {
+		errs = append(errs, fmt.Errorf("node: MailboxSize %d must be positive", c.MailboxSize))
+	}
+	if c.RequestTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("node: RequestTimeout %v must be positive", c.RequestTimeout))
+	}
+	if c.ResultCacheSize < 1 {
+		errs = append(errs, fmt.Errorf("node: ResultCacheSize %d must be positive", c.ResultCacheSize))
+	}
+	e := c.Engine
+	e.Node = c.ID
+	if err := e.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// Node is a compute node's data plane: an actor system with coordinator
+// actors that run submitted transactions on the OCC engine, and atomic actors
+// for the memory-node lock path.
+type Node struct {
+	cfg    NodeConfig
+	system *actor.ActorSystem
+	wl     workload.Workload
+	engine *occ.Engine
+	coords []*actor.PID
+	atoms  []*actor.PID
+	qps    []rdma.QueuePair
+	next   atomic.Uint64
+	cache  resultCache
+}
+
+// NewNode starts a node on dev for the given workload's tables (already
+// created with store.Create).
+func NewNode(cfg NodeConfig, dev rdma.Device, layout *store.Layout, wl workload.Workload) (*Node, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	n := &Node{cfg: cfg, wl: wl}
+	n.cache.init(cfg.ResultCacheSize)
+	n.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+		return logger.With("component", "protoactor", "node", cfg.Name)
+	}))
+	fail := func(err error) (*Node, error) {
+		n.Close()
+		return nil, err
+	}
+	mailbox := actor.WithMailbox(actor.Bounded(cfg.MailboxSize))
+	for range cfg.AtomicActors {
+		qp, err := dev.CreateQP(rdma.QPConfig{})
+		if err != nil {
+			return fail(err)
+		}
+		n.qps = append(n.qps, qp)
+		a := &atomicActor{locker: occ.NewCASLocker(qp), timeout: cfg.RequestTimeout}
+		n.atoms = append(n.atoms, n.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return a }, mailbox)))
+	}
+	var nextAtom atomic.Uint64
+	engCfg := cfg.Engine
+	engCfg.Node = cfg.ID
+	var err error
+	n.engine, err = occ.NewEngine(layout, func() occ.Locker {
+		pid := n.atoms[nextAtom.Add(1)%uint64(len(n.atoms))]
+		return &atomicLocker{root: n.system.Root, pid: pid, timeout: cfg.RequestTimeout}
+	}, wl.Rule().KeyGroup, engCfg)
+	if err != nil {
+		return fail(err)
+	}
+	for range cfg.Coordinators {
+		qp, err := dev.CreateQP(rdma.QPConfig{})
+		if err != nil {
+			return fail(err)
+		}
+		n.qps = append(n.qps, qp)
+		c := &coordinatorActor{node: n, coord: n.engine.NewCoordinator(qp)}
+		n.coords = append(n.coords, n.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return c }, mailbox)))
+	}
+	return n, nil
+}
+
+// Name returns the node's name.
+func (n *Node) Name() string { return n.cfg.Name }
+
+// Submit runs a transaction on one of the node's coordinators and returns its
+// result. A transaction id whose final outcome (committed or rolled back) is
+// recorded is answered from the record without running again.
+func (n *Node) Submit(ctx context.Context, msg *messages.TxnSubmit) (*messages.TxnResult, error) {
+	if r, ok := n.cache.get(msg.GetTxnId()); ok {
+		out := proto.Clone(r).(*messages.TxnResult)
+		out.Replayed = true
+		return out, nil
+	}
+	timeout := n.cfg.RequestTimeout
+	if d, ok := ctx.Deadline(); ok {
+		timeout = min(timeout, time.Until(d))
+	}
+	if timeout <= 0 {
+		return nil, context.DeadlineExceeded
+	}
+	// A client's transactions go to one coordinator (by the client bits of
+	// the id), so a closed-loop client never queues behind another client's
+	// long transaction while a coordinator idles; ids without client bits
+	// are spread round-robin.
+	slot := msg.GetTxnId() >> 40
+	if slot == 0 {
+		slot = n.next.Add(1)
+	}
+	pid := n.coords[slot%uint64(len(n.coords))]
+	r, err := n.system.Root.RequestFuture(pid, msg, timeout).Result()
+	if err != nil {
+		return nil, fmt.Errorf("node %s: submit: %w", n.cfg.Name, err)
+	}
+	res, ok := r.(*messages.TxnResult)
+	if !ok {
+		return nil, fmt.Errorf("node %s: unexpected reply %T", n.cfg.Name, r)
+	}
+	return res, nil
+}
+
+// Close stops the actors (after their queued messages) and the actor system.
+func (n *Node) Close() error {
+	var wg sync.WaitGroup
+	for _, pid := range append(append([]*actor.PID(nil), n.coords...), n.atoms...) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// Poison is processed after the messages already queued, so no
+			// accepted transaction is dropped.
+			_, _ = n.system.Root.PoisonFuture(pid).Result()
+		}()
+	}
+	wg.Wait()
+	var errs []error
+	for _, qp := range n.qps {
+		errs = append(errs, qp.Close())
+	}
+	n.system.Shutdown()
+	return errors.Join(errs...)
+}
+
+// coordinatorActor runs one transaction attempt per TxnSubmit.
+type coordinatorActor struct {
+	node  *Node
+	coord *occ.Coordinator
+}
+
+func (c *coordinatorActor) Receive(ctx actor.Context) {
+	msg, ok := ctx.Message().(*messages.TxnSubmit)
+	if !ok {
+		return
+	}
+	ctx.Respond(c.run(msg))
+}
+
+func (c *coordinatorActor) run(msg *messages.TxnSubmit) *messages.TxnResult {
+	n := c.node
+	start := time.Now()
+	res := &messages.TxnResult{TxnId: msg.GetTxnId(), Node: n.cfg.Name, Attempts: msg.GetAttempt()}
+	prog, err := n.wl.Program(msg, res)
+	if err != nil {
+		res.Outcome = messages.TxnOutcome_TXN_OUTCOME_REJECTED
+		res.Error = err.Error()
+		return res
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.RequestTimeout)
+	r := c.coord.Run(ctx, msg.GetTxnId(), prog)
+	cancel()
+	res.LatencyMicros = uint64(time.Since(start).Microseconds())
+	res.Counters = countersProto(r.Counters)
+	if r.Err != nil {
+		res.Error = r.Err.Error()
+	}
+	switch r.Outcome {
+	case occ.Committed:
+		res.Outcome = messages.TxnOutcome_TXN_OUTCOME_COMMITTED
+	case occ.RolledBack:
+		res.Outcome = messages.TxnOutcome_TXN_OUTCOME_ROLLED_BACK
+	case occ.Aborted:
+		res.Outcome = messages.TxnOutcome_TXN_OUTCOME_ABORTED
+		res.Output = nil
+	default:
+		res.Outcome = messages.TxnOutcome_TXN_OUTCOME_ERROR
+		res.Output = nil
+	}
+	if r.Outcome == occ.Committed || r.Outcome == occ.RolledBack {
+		n.cache.put(msg.GetTxnId(), res)
+	}
+	return res
+}
+
+func countersProto(c occ.Counters) *messages.TxnCounters {
+	return &messages.TxnCounters{
+		Reads: c.Reads, Writes: c.Writes, Inserts: c.Inserts, Deletes: c.Deletes,
+		MnCas: c.MNCAS, MnFaa: c.MNFAA, MnCasFailed: c.MNCASFailed,
+		LocksLocal: c.LocksLocal, LocksOwnerRpc: c.LocksOwnerRPC, LocksMnCas: c.LocksMNCAS,
+		RdmaReads: c.RDMAReads, RdmaWrites: c.RDMAWrites,
+	}
+}
+
+// resultCache keeps the final outcomes of recent transaction ids, bounded by
+// evicting the oldest entry (FIFO).
+type resultCache struct {
+	mu    sync.Mutex
+	cap   int
+	m     map[uint64]*messages.TxnResult
+	order []uint64
+	head  int
+}
+
+func (c *resultCache) init(capacity int) {
+	c.cap = capacity
+	c.m = make(map[uint64]*messages.TxnResult, capacity)
+	c.order = make([]uint64, 0, capacity)
+}
+
+func (c *resultCache) get(id uint64) (*messages.TxnResult, bool) {
+	if id == 0 {
+		return nil, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r, ok := c.m[id]
+	return r, ok
+}
+
+func (c *resultCache) put(id uint64, r *messages.TxnResult) {
+	if id == 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.m[id]; ok {
+		return
+	}
+	if len(c.order) < c.cap {
+		c.order = append(c.order, id)
+	} else {
+		delete(c.m, c.order[c.head])
+		c.order[c.head] = id
+		c.head = (c.head + 1) % c.cap
+	}
+	c.m[id] = r
+}

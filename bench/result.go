@@ -1,0 +1,106 @@
+package bench
+
+// Result is one mode's run, with the fields of the specification's JSON
+// contract, named exactly so. Fields of capabilities a mode does not have
+// (cohorts, migrations, manifest for mn-only) are present and zero.
+type Result struct {
+	Mode          string                `json:"mode"`
+	Workload      string                `json:"workload"`
+	CNs           int                   `json:"cns"`
+	DurationS     float64               `json:"duration_s"`
+	Committed     uint64                `json:"committed"`
+	RolledBack    uint64                `json:"rolled_back"`
+	Aborted       uint64                `json:"aborted"`
+	Failed        uint64                `json:"failed"`
+	AbortRate     float64               `json:"abort_rate"`
+	ThroughputTPS float64               `json:"throughput_tps"`
+	LatencyUs     Latency               `json:"latency_us"`
+	Locks         Locks                 `json:"locks"`
+	AtomicPerTxn  float64               `json:"atomic_per_txn"`
+	OwnerRPCPer   float64               `json:"owner_rpc_per_txn"`
+	LocalHit      float64               `json:"local_hit"`
+	RemoteLockOps float64               `json:"remote_lock_ops_per_txn"`
+	RDMA          RDMA                  `json:"rdma"`
+	Cohorts       Cohorts               `json:"cohorts"`
+	Migrations    Migrations            `json:"migrations"`
+	Manifest      Manifest              `json:"manifest"`
+	Checks        map[string]any        `json:"checks"`
+	ByType        map[string]*TypeStats `json:"by_type"`
+	Timeline      []Sample              `json:"timeline"`
+	Params        Params                `json:"params"`
+}
+
+// Latency holds latency quantiles in microseconds, from a transaction's first
+// submission to its final outcome (retries included).
+type Latency struct {
+	P50 uint64 `json:"p50"`
+	P99 uint64 `json:"p99"`
+}
+
+// Locks counts lock acquisitions by path.
+type Locks struct {
+	Total    uint64 `json:"total"`
+	Local    uint64 `json:"local"`
+	OwnerRPC uint64 `json:"owner_rpc"`
+	MNCAS    uint64 `json:"mn_cas"`
+}
+
+// RDMA counts verbs issued by the compute nodes.
+type RDMA struct {
+	Read  uint64 `json:"read"`
+	Write uint64 `json:"write"`
+	CAS   uint64 `json:"cas"`
+	FAA   uint64 `json:"faa"`
+}
+
+// Cohorts describes the cohort set over the run.
+type Cohorts struct {
+	Final          int `json:"final"`
+	Max            int `json:"max"`
+	MinAfterWarmup int `json:"min_after_warmup"`
+}
+
+// Migrations describes ownership moves.
+type Migrations struct {
+	Count       uint64 `json:"count"`
+	FreezeP99Us uint64 `json:"freeze_p99_us"`
+}
+
+// Manifest describes the last published OwnerMap.
+type Manifest struct {
+	Epoch uint64 `json:"epoch"`
+	Bytes uint64 `json:"bytes"`
+}
+
+// TypeStats are the counted figures of one transaction type after warm-up.
+type TypeStats struct {
+	Committed    uint64  `json:"committed"`
+	RolledBack   uint64  `json:"rolled_back"`
+	Aborted      uint64  `json:"aborted"`
+	AtomicPerTxn float64 `json:"atomic_per_txn"`
+	LocksPerTxn  float64 `json:"locks_per_txn"`
+	mnAtomics    uint64
+	locks        uint64
+}
+
+// Sample is one point of the timeline (one per second, warm-up included).
+type Sample struct {
+	TS            float64 `json:"t_s"`
+	ThroughputTPS float64 `json:"throughput_tps"`
+	AtomicPerTxn  float64 `json:"atomic_per_txn"`
+	LocalHit      float64 `json:"local_hit"`
+	Cohorts       int     `json:"cohorts"`
+	Migrations    uint64  `json:"migrations"`
+}
+
+// Params records how the run was made.
+type Params struct {
+	Seed     uint64  `json:"seed"`
+	Clients  int     `json:"clients"`
+	WarmupS  float64 `json:"warmup_s"`
+	MN       string  `json:"mn"`
+	RateTPS  float64 `json:"rate_tps,omitempty"`
+	Loaded   uint64  `json:"loaded_records"`
+	LoadS    float64 `json:"load_s"`
+	Workload any     `json:"workload_config,omitempty"`
+}

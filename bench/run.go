@@ -1,0 +1,517 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aura-runtime/aura/actors"
+	"github.com/aura-runtime/aura/messages"
+	"github.com/aura-runtime/aura/rdma"
+	"github.com/aura-runtime/aura/store"
+	"github.com/aura-runtime/aura/workload"
+)
+
+// Modes this package runs. The ownership modes (static, hash, aura, oracle)
+// need the cluster runtime and are refused until it exists.
+var Modes = []string{"mn-only"}
+
+// Config configures one benchmark run of one mode.
+type Config struct {
+	// Mode is the lock/placement mode; see Modes.
+	Mode string
+	// Workload is the configured workload.
+	Workload workload.Workload
+	// Dial opens a device on the memory node; it is called once per compute
+	// node and once for loading and checking.
+	Dial func(ctx context.Context) (rdma.Device, error)
+	// MN names the memory node in the results ("embedded" or its address).
+	MN string
+	// CNs is the number of compute nodes. Default 4.
+	CNs int
+	// Clients is the number of closed-loop clients. Default 8 per CN.
+	Clients int
+	// CoordinatorsPerCN is the number of coordinator actors per node.
+	// Default 8.
+	CoordinatorsPerCN int
+	// Duration is the measured time, after Warmup. Default 10 s.
+	Duration time.Duration
+	// Warmup is run first and left out of the summary figures (the timeline
+	// keeps it). Default 2 s.
+	Warmup time.Duration
+	// Seed makes the generated transactions reproducible.
+	Seed uint64
+	// RateTPS, when positive, paces clients open-loop at this total rate.
+	RateTPS float64
+	// MaxAttempts caps how often one transaction is retried after aborts
+	// before the client reports it as failed. Default 1000.
+	MaxAttempts int
+	// SkipLoad skips loading (the tables are already loaded).
+	SkipLoad bool
+	// Progress, when set, receives a progress line every ProgressEvery.
+	Progress io.Writer
+	// ProgressEvery is the progress and timeline interval. Default 1 s.
+	ProgressEvery time.Duration
+}
+
+func (c *Config) defaults() {
+	if c.CNs == 0 {
+		c.CNs = 4
+	}
+	if c.Clients == 0 {
+		c.Clients = 8 * c.CNs
+	}
+	if c.CoordinatorsPerCN == 0 {
+		c.CoordinatorsPerCN = 8
+	}
+	if c.Duration == 0 {
+		c.Duration = 10 * time.Second
+	}
+	if c.MaxAttempts == 0 {
+		c.MaxAttempts = 1000
+	}
+	if c.ProgressEvery == 0 {
+		c.ProgressEvery = time.Second
+	}
+}
+
+// Validate reports every problem at once.
+func (c *Config) Validate() error {
+	var errs []error
+	known := false
+	for _, m := range Modes {
+		known = known || m == c.Mode
+	}
+	if !known {
+		errs = append(errs, fmt.Errorf("bench: mode %q is not available (available: %s)", c.Mode, strings.Join(Modes, ", ")))
+	}
+	if c.Workload == nil {
+		errs = append(errs, errors.New("bench: no workload"))
+	}
+	if c.Dial == nil {
+		errs = append(errs, errors.New("bench: no memory node (Dial)"))
+	}
+	if c.CNs < 1 || c.CNs > 256 {
+		errs = append(errs, fmt.Errorf("bench: cns %d, want 1..256", c.CNs))
+	}
+	if c.Clients < 1 || c.Clients > 65536 {
+		errs = append(errs, fmt.Errorf("bench: clients %d, want 1..65536", c.Clients))
+	}
+	if c.CoordinatorsPerCN < 1 || c.CoordinatorsPerCN > 4096 {
+		errs = append(errs, fmt.Errorf("bench: coordinators per CN %d, want 1..4096", c.CoordinatorsPerCN))
+	}
+	if c.Duration <= 0 || c.Warmup < 0 {
+		errs = append(errs, fmt.Errorf("bench: duration %v must be positive and warmup %v not negative", c.Duration, c.Warmup))
+	}
+	if c.RateTPS < 0 {
+		errs = append(errs, fmt.Errorf("bench: rate %v must not be negative", c.RateTPS))
+	}
+	if c.MaxAttempts < 1 {
+		errs = append(errs, fmt.Errorf("bench: max attempts %d must be positive", c.MaxAttempts))
+	}
+	return errors.Join(errs...)
+}
+
+// counters are cumulative and read by the sampler while clients add to them.
+type counters struct {
+	committed, rolledBack, aborted, failed atomic.Uint64
+	local, ownerRPC, mnCAS                 atomic.Uint64
+	atomics                                atomic.Uint64 // MN CAS + FAA
+}
+
+type snapshot struct {
+	committed, rolledBack, aborted, failed uint64
+	local, ownerRPC, mnCAS, atomics        uint64
+}
+
+func (c *counters) snap() snapshot {
+	return snapshot{c.committed.Load(), c.rolledBack.Load(), c.aborted.Load(), c.failed.Load(),
+		c.local.Load(), c.ownerRPC.Load(), c.mnCAS.Load(), c.atomics.Load()}
+}
+
+func (s snapshot) sub(o snapshot) snapshot {
+	return snapshot{s.committed - o.committed, s.rolledBack - o.rolledBack, s.aborted - o.aborted, s.failed - o.failed,
+		s.local - o.local, s.ownerRPC - o.ownerRPC, s.mnCAS - o.mnCAS, s.atomics - o.atomics}
+}
+
+// done is the number of transactions that completed (committed or rolled
+// back by their program): the denominator of every per-transaction figure.
+func (s snapshot) done() uint64 { return s.committed + s.rolledBack }
+
+type statser interface{ Stats() rdma.Stats }
+
+// Run loads the workload, runs it on an embedded cluster of compute nodes
+// against the memory node, checks consistency, and returns the result.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	cfg.defaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	wl := cfg.Workload
+	base, err := cfg.Dial(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("bench: memory node: %w", err)
+	}
+	defer base.Close()
+	layout, err := store.Create(ctx, base, wl.Schema())
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{Mode: cfg.Mode, Workload: wl.Name(), CNs: cfg.CNs, Checks: map[string]any{},
+		ByType: map[string]*TypeStats{}, Params: Params{Seed: cfg.Seed, Clients: cfg.Clients,
+			WarmupS: cfg.Warmup.Seconds(), MN: cfg.MN, RateTPS: cfg.RateTPS}}
+	if !cfg.SkipLoad {
+		start := time.Now()
+		if cfg.Progress != nil {
+			fmt.Fprintf(cfg.Progress, "loading %s tables…\n", wl.Name())
+		}
+		loader, err := store.NewLoader(layout, base)
+		if err != nil {
+			return nil, err
+		}
+		err = wl.Load(ctx, loader)
+		if cerr := loader.Close(ctx); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return nil, fmt.Errorf("bench: load: %w", err)
+		}
+		res.Params.Loaded = loader.Loaded()
+		res.Params.LoadS = time.Since(start).Seconds()
+	}
+
+	var devs []rdma.Device
+	var nodes []*actors.Node
+	defer func() {
+		for _, n := range nodes {
+			n.Close()
+		}
+		for _, d := range devs {
+			d.Close()
+		}
+	}()
+	for i := range cfg.CNs {
+		dev, err := cfg.Dial(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("bench: memory node: %w", err)
+		}
+		devs = append(devs, dev)
+		ncfg := actors.DefaultNodeConfig(fmt.Sprintf("cn-%d", i+1))
+		ncfg.ID = uint32(i + 1)
+		ncfg.Coordinators = cfg.CoordinatorsPerCN
+		n, err := actors.NewNode(ncfg, dev, layout, wl)
+		if err != nil {
+			return nil, err
+		}
+		nodes = append(nodes, n)
+	}
+
+	r := &runner{cfg: cfg, wl: wl, nodes: nodes, byType: map[string]*TypeStats{}}
+	r.start = time.Now()
+	r.warmEnd = r.start.Add(cfg.Warmup)
+	end := r.warmEnd.Add(cfg.Duration)
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for c := range cfg.Clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.client(c, stop)
+		}()
+	}
+	var warm snapshot
+	var warmRDMA rdma.Stats
+	warmTaken := cfg.Warmup == 0
+	if warmTaken {
+		warmRDMA = sumStats(devs)
+	}
+	prev := snapshot{}
+	tick := time.NewTicker(cfg.ProgressEvery)
+	lastT := r.start
+	func() {
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case now := <-tick.C:
+				if !warmTaken && !now.Before(r.warmEnd) {
+					warm, warmRDMA, warmTaken = r.c.snap(), sumStats(devs), true
+				}
+				cur := r.c.snap()
+				d := cur.sub(prev)
+				s := sample(now.Sub(r.start), now.Sub(lastT), d)
+				res.Timeline = append(res.Timeline, s)
+				prev, lastT = cur, now
+				if cfg.Progress != nil {
+					phase := ""
+					if now.Before(r.warmEnd) {
+						phase = " (warm-up)"
+					}
+					fmt.Fprintf(cfg.Progress, "[%s %6.1fs] committed %d  tps %.0f  atomics/txn %.2f  local %.1f%%  aborts %d%s\n",
+						cfg.Mode, s.TS, cur.done(), s.ThroughputTPS, s.AtomicPerTxn, 100*s.LocalHit, cur.aborted, phase)
+				}
+				if !now.Before(end) {
+					return
+				}
+			}
+		}
+	}()
+	close(stop)
+	wg.Wait()
+	if !warmTaken {
+		warmRDMA = sumStats(devs)
+	}
+	elapsed := time.Since(r.warmEnd)
+	if cfg.Warmup > 0 && !warmTaken {
+		elapsed = time.Since(r.start)
+	}
+	total := r.c.snap().sub(warm)
+	rd := sumStats(devs).Sub(warmRDMA)
+	res.fill(total, elapsed, &r.lat)
+	res.RDMA = RDMA{Read: rd.Reads, Write: rd.Writes, CAS: rd.CAS, FAA: rd.FAA}
+	r.mu.Lock()
+	for name, ts := range r.byType {
+		if n := ts.Committed + ts.RolledBack; n > 0 {
+			ts.AtomicPerTxn = float64(ts.mnAtomics) / float64(n)
+			ts.LocksPerTxn = float64(ts.locks) / float64(n)
+		}
+		res.ByType[name] = ts
+	}
+	r.mu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return res, err
+	}
+
+	// Quiesce, then check consistency through one-sided reads.
+	for _, n := range nodes {
+		n.Close()
+	}
+	nodes = nil
+	reader, err := store.NewReader(layout, base)
+	if err != nil {
+		return res, err
+	}
+	defer reader.Close()
+	res.addChecks(wl.Check(ctx, reader))
+	return res, nil
+}
+
+func sumStats(devs []rdma.Device) rdma.Stats {
+	var s rdma.Stats
+	for _, d := range devs {
+		if st, ok := d.(statser); ok {
+			s = s.Add(st.Stats())
+		}
+	}
+	return s
+}
+
+func sample(at, over time.Duration, d snapshot) Sample {
+	s := Sample{TS: at.Seconds()}
+	if over > 0 {
+		s.ThroughputTPS = float64(d.done()) / over.Seconds()
+	}
+	if n := d.done(); n > 0 {
+		s.AtomicPerTxn = float64(d.atomics) / float64(n)
+	}
+	if locks := d.local + d.ownerRPC + d.mnCAS; locks > 0 {
+		s.LocalHit = float64(d.local) / float64(locks)
+	}
+	return s
+}
+
+func (res *Result) fill(s snapshot, elapsed time.Duration, lat *histogram) {
+	res.DurationS = elapsed.Seconds()
+	res.Committed = s.committed
+	res.RolledBack = s.rolledBack
+	res.Aborted = s.aborted
+	res.Failed = s.failed
+	n := s.done()
+	if attempts := n + s.aborted; attempts > 0 {
+		res.AbortRate = float64(s.aborted) / float64(attempts)
+	}
+	if elapsed > 0 {
+		res.ThroughputTPS = float64(n) / elapsed.Seconds()
+	}
+	res.LatencyUs = Latency{P50: lat.quantile(0.5), P99: lat.quantile(0.99)}
+	res.Locks = Locks{Total: s.local + s.ownerRPC + s.mnCAS, Local: s.local, OwnerRPC: s.ownerRPC, MNCAS: s.mnCAS}
+	if n > 0 {
+		res.AtomicPerTxn = float64(s.atomics) / float64(n)
+		res.OwnerRPCPer = float64(s.ownerRPC) / float64(n)
+		res.RemoteLockOps = float64(s.ownerRPC+s.mnCAS) / float64(n)
+	}
+	if res.Locks.Total > 0 {
+		res.LocalHit = float64(s.local) / float64(res.Locks.Total)
+	}
+}
+
+// addChecks records each check and the workload-level verdicts the JSON
+// contract names: checks.tpcc_consistency and checks.bank_total.
+func (res *Result) addChecks(cs []workload.CheckResult) {
+	details := map[string]string{}
+	groups := map[string]bool{}
+	for _, c := range cs {
+		verdict := "pass"
+		if c.Err != nil {
+			verdict = c.Err.Error()
+		}
+		details[c.Name] = verdict
+		switch {
+		case strings.HasPrefix(c.Name, "tpcc."):
+			groups["tpcc_consistency"] = groups["tpcc_consistency"] || c.Err != nil
+		case c.Name == "bank.total":
+			groups["bank_total"] = c.Err != nil
+		}
+	}
+	for g, failed := range groups {
+		res.Checks[g] = "pass"
+		if failed {
+			res.Checks[g] = "fail"
+		}
+	}
+	res.Checks["details"] = details
+}
+
+// runner drives the clients of one run.
+type runner struct {
+	cfg     Config
+	wl      workload.Workload
+	nodes   []*actors.Node
+	start   time.Time
+	warmEnd time.Time
+	c       counters
+	lat     histogram
+	mu      sync.Mutex
+	byType  map[string]*TypeStats
+}
+
+func (r *runner) client(id int, stop <-chan struct{}) {
+	gen := r.wl.NewGenerator(r.cfg.Seed, id)
+	rng := rand.New(rand.NewPCG(r.cfg.Seed, uint64(id)+1))
+	var interval time.Duration
+	if r.cfg.RateTPS > 0 {
+		interval = time.Duration(float64(time.Second) * float64(r.cfg.Clients) / r.cfg.RateTPS)
+	}
+	next := time.Now()
+	for seq := uint64(1); ; seq++ {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		if interval > 0 {
+			if d := time.Until(next); d > 0 {
+				select {
+				case <-stop:
+					return
+				case <-time.After(d):
+				}
+			}
+			next = next.Add(interval)
+		}
+		msg := gen.Next()
+		if msg == nil {
+			return // a finite workload (a trace without --loop) is exhausted
+		}
+		msg.TxnId = uint64(id+1)<<40 | seq
+		msg.Client = fmt.Sprintf("client-%d", id)
+		r.execute(msg, rng)
+	}
+}
+
+// execute runs one transaction to its final outcome, retrying aborts with
+// jittered exponential backoff (20 µs doubling to 2 ms) up to MaxAttempts.
+func (r *runner) execute(msg *messages.TxnSubmit, rng *rand.Rand) {
+	node := r.nodes[r.wl.Rule().Home(msg)%uint64(len(r.nodes))]
+	kind := TxnType(msg)
+	start := time.Now()
+	backoff := 20 * time.Microsecond
+	for attempt := 1; attempt <= r.cfg.MaxAttempts; attempt++ {
+		msg.Attempt = uint32(attempt)
+		res, err := node.Submit(context.Background(), msg)
+		after := time.Now().After(r.warmEnd)
+		if err == nil {
+			r.count(res.GetCounters())
+			if after {
+				r.countType(kind, res)
+			}
+		}
+		switch {
+		case err == nil && res.Outcome == messages.TxnOutcome_TXN_OUTCOME_COMMITTED:
+			r.c.committed.Add(1)
+		case err == nil && res.Outcome == messages.TxnOutcome_TXN_OUTCOME_ROLLED_BACK:
+			r.c.rolledBack.Add(1)
+		case err == nil && res.Outcome == messages.TxnOutcome_TXN_OUTCOME_ABORTED:
+			r.c.aborted.Add(1)
+			time.Sleep(time.Duration(rng.Int64N(int64(backoff)) + 1))
+			backoff = min(2*backoff, 2*time.Millisecond)
+			continue
+		default:
+			r.c.failed.Add(1)
+			return
+		}
+		if after {
+			r.lat.record(uint64(time.Since(start).Microseconds()))
+		}
+		return
+	}
+	r.c.failed.Add(1)
+}
+
+func (r *runner) count(c *messages.TxnCounters) {
+	r.c.local.Add(c.GetLocksLocal())
+	r.c.ownerRPC.Add(c.GetLocksOwnerRpc())
+	r.c.mnCAS.Add(c.GetLocksMnCas())
+	r.c.atomics.Add(c.GetMnCas() + c.GetMnFaa())
+}
+
+func (r *runner) countType(kind string, res *messages.TxnResult) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ts := r.byType[kind]
+	if ts == nil {
+		ts = &TypeStats{}
+		r.byType[kind] = ts
+	}
+	c := res.GetCounters()
+	ts.mnAtomics += c.GetMnCas() + c.GetMnFaa()
+	ts.locks += c.GetLocksLocal() + c.GetLocksOwnerRpc() + c.GetLocksMnCas()
+	switch res.Outcome {
+	case messages.TxnOutcome_TXN_OUTCOME_COMMITTED:
+		ts.Committed++
+	case messages.TxnOutcome_TXN_OUTCOME_ROLLED_BACK:
+		ts.RolledBack++
+	case messages.TxnOutcome_TXN_OUTCOME_ABORTED:
+		ts.Aborted++
+	}
+}
+
+// TxnType names a transaction's type for per-type figures.
+func TxnType(msg *messages.TxnSubmit) string {
+	switch msg.Body.(type) {
+	case *messages.TxnSubmit_NewOrder:
+		return "new_order"
+	case *messages.TxnSubmit_Payment:
+		return "payment"
+	case *messages.TxnSubmit_OrderStatus:
+		return "order_status"
+	case *messages.TxnSubmit_Delivery:
+		return "delivery"
+	case *messages.TxnSubmit_StockLevel:
+		return "stock_level"
+	case *messages.TxnSubmit_Kv:
+		return "kv"
+	case *messages.TxnSubmit_BankTransfer:
+		return "bank_transfer"
+	case *messages.TxnSubmit_BankAudit:
+		return "bank_audit"
+	}
+	return "unknown"
+}

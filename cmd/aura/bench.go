@@ -1,0 +1,197 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/aura-runtime/aura/bench"
+	"github.com/aura-runtime/aura/rdma"
+	"github.com/aura-runtime/aura/rdma/tcp"
+)
+
+func init() { subcommands = append(subcommands, newBenchCmd) }
+
+type benchFlags struct {
+	workloadFlags
+	modes       []string
+	mn          string
+	mnSize      string
+	costModel   bool
+	cns         int
+	clients     int
+	coords      int
+	duration    time.Duration
+	warmup      time.Duration
+	seed        uint64
+	rate        float64
+	maxAttempts int
+	jsonPath    string
+	quiet       bool
+}
+
+func newBenchCmd() *cobra.Command {
+	f := &benchFlags{}
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Run a workload on an embedded cluster and report atomics, locality and throughput",
+		Long: `bench loads a workload into a memory node, runs it from closed-loop clients
+through N compute nodes (actor systems with coordinator and atomic actors), and
+reports throughput, latency, lock paths and remote atomics per transaction,
+then checks the workload's consistency conditions.
+
+By default everything runs in this process on an emulated memory node; with
+--mn it uses a separate 'aura mn' over TCP. Transactions finished during
+--warmup are left out of the summary figures; the timeline keeps them.
+
+Modes (comma list, run one after another on the same seed): ` + strings.Join(bench.Modes, ", ") + `.`,
+		Example: `  aura bench
+  aura bench --workload tpcc --mode mn-only --duration 10s --json out.json
+  aura bench --workload bank --duration 5s
+  aura bench --mn 127.0.0.1:7070 --workload tpcc --warehouses 8`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runBench(cmd, f) },
+	}
+	fl := cmd.Flags()
+	f.register(fl)
+	fl.StringSliceVar(&f.modes, "mode", []string{"mn-only"}, "lock/placement modes to run, comma separated ("+strings.Join(bench.Modes, ", ")+")")
+	fl.StringVar(&f.mn, "mn", "", "address HOST:PORT of a running 'aura mn'; empty runs an embedded memory node")
+	fl.StringVar(&f.mnSize, "mn-size", "8GiB", "memory of the embedded memory node (suffixes KiB, MiB, GiB); pages are only touched as used")
+	fl.BoolVar(&f.costModel, "cost-model", false, "apply the NIC cost model (verb latency, 512-slot atomic serialisation) to the embedded memory node")
+	fl.IntVar(&f.cns, "cns", 4, "number of compute nodes")
+	fl.IntVar(&f.clients, "clients", 0, "closed-loop clients (default 8 per compute node)")
+	fl.IntVar(&f.coords, "coordinators", 8, "coordinator actors per compute node (transactions a node runs at once)")
+	fl.DurationVar(&f.duration, "duration", 10*time.Second, "measured run time, after the warm-up")
+	fl.DurationVar(&f.warmup, "warmup", 2*time.Second, "warm-up time, left out of the summary figures")
+	fl.Uint64Var(&f.seed, "seed", 1, "seed of the transaction generators (same seed, same transactions)")
+	fl.Float64Var(&f.rate, "rate", 0, "open-loop pacing: total transactions per second over all clients (0 = closed loop)")
+	fl.IntVar(&f.maxAttempts, "max-attempts", 1000, "attempts per transaction before a client reports it failed")
+	fl.StringVar(&f.jsonPath, "json", "", "write the results as JSON to this file ({\"runs\":[…]} when several modes run)")
+	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress lines")
+	return cmd
+}
+
+func runBench(cmd *cobra.Command, f *benchFlags) error {
+	f.workloadFlags.seed = &f.seed
+	f.workloadFlags.runTime = func() time.Duration { return f.duration + f.warmup }
+	clients := f.clients
+	if clients == 0 {
+		clients = 8 * f.cns
+	}
+	wl, err := f.workloadFlags.build(f.cns, clients)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var progress io.Writer = cmd.ErrOrStderr()
+	if f.quiet {
+		progress = nil
+	}
+	var results []*bench.Result
+	for _, mode := range f.modes {
+		dial, label, cleanup, err := f.memoryNode()
+		if err != nil {
+			return err
+		}
+		cfg := bench.Config{Mode: strings.TrimSpace(mode), Workload: wl, Dial: dial, MN: label, CNs: f.cns,
+			Clients: clients, CoordinatorsPerCN: f.coords, Duration: f.duration, Warmup: f.warmup,
+			Seed: f.seed, RateTPS: f.rate, MaxAttempts: f.maxAttempts, Progress: progress}
+		res, err := bench.Run(ctx, cfg)
+		cleanup()
+		if err != nil {
+			return fmt.Errorf("mode %s: %w", mode, err)
+		}
+		res.Params.Workload = f.workloadFlags.config
+		results = append(results, res)
+		// A later mode with --mn would find the tables loaded and mutated.
+		if f.mn != "" && len(f.modes) > 1 {
+			return errors.New("several modes against one --mn memory node are not supported: restart 'aura mn' between modes")
+		}
+	}
+	printSummary(cmd.OutOrStdout(), results)
+	if f.jsonPath != "" {
+		var doc any = results[0]
+		if len(results) > 1 {
+			doc = map[string]any{"runs": results}
+		}
+		b, err := json.MarshalIndent(doc, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(f.jsonPath, append(b, '\n'), 0o644); err != nil {
+			return err
+		}
+	}
+	for _, r := range results {
+		for k, v := range r.Checks {
+			if v == "fail" {
+				return fmt.Errorf("mode %s: check %s failed (see checks.details)", r.Mode, k)
+			}
+		}
+		if r.Failed > 0 {
+			return fmt.Errorf("mode %s: %d transactions failed", r.Mode, r.Failed)
+		}
+	}
+	return nil
+}
+
+// memoryNode returns how compute nodes reach the memory node for one run.
+func (f *benchFlags) memoryNode() (func(context.Context) (rdma.Device, error), string, func(), error) {
+	if f.mn != "" {
+		dial := func(ctx context.Context) (rdma.Device, error) { return tcp.Dial(ctx, f.mn, tcp.ClientConfig{}) }
+		return dial, f.mn, func() {}, nil
+	}
+	size, err := parseBytes(f.mnSize)
+	if err != nil {
+		return nil, "", nil, fmt.Errorf("--mn-size: %w", err)
+	}
+	mem := rdma.NewMemory(size)
+	var mcfg rdma.MemConfig
+	if f.costModel {
+		m := rdma.DefaultCostModel()
+		mcfg.Cost = &m
+	}
+	dial := func(context.Context) (rdma.Device, error) { return rdma.NewMemDevice(mem, mcfg) }
+	return dial, "embedded", func() {}, nil
+}
+
+func printSummary(w io.Writer, results []*bench.Result) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "mode\tworkload\tcns\tcommitted\ttps\tp50 µs\tp99 µs\tabort %\tatomics/txn\towner rpc/txn\tlocal hit\tremote locks/txn\t")
+	for _, r := range results {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.0f\t%d\t%d\t%.2f\t%.2f\t%.2f\t%.1f%%\t%.2f\t\n",
+			r.Mode, r.Workload, r.CNs, r.Committed+r.RolledBack, r.ThroughputTPS, r.LatencyUs.P50, r.LatencyUs.P99,
+			100*r.AbortRate, r.AtomicPerTxn, r.OwnerRPCPer, 100*r.LocalHit, r.RemoteLockOps)
+	}
+	tw.Flush()
+	for _, r := range results {
+		if len(r.ByType) > 0 {
+			fmt.Fprintf(w, "\n%s — per transaction type (after warm-up):\n", r.Mode)
+			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+			fmt.Fprintln(tw, "type\tcompleted\taborted attempts\tatomics/txn\tlocks/txn\t")
+			for _, name := range sortedKeys(r.ByType) {
+				t := r.ByType[name]
+				fmt.Fprintf(tw, "%s\t%d\t%d\t%.2f\t%.2f\t\n", name, t.Committed+t.RolledBack, t.Aborted, t.AtomicPerTxn, t.LocksPerTxn)
+			}
+			tw.Flush()
+		}
+		fmt.Fprintf(w, "\n%s — checks:", r.Mode)
+		for _, k := range sortedKeys(r.Checks) {
+			if k != "details" {
+				fmt.Fprintf(w, " %s=%v", k, r.Checks[k])
+			}
+		}
+		fmt.Fprintln(w)
+	}
+}

@@ -1,0 +1,72 @@
+// Package occ runs transaction programs (txn.Program) on the tables of a
+// store.Layout with FORD-style optimistic concurrency control, on one-sided
+// verbs only.
+//
+// # Protocol
+//
+// Execution. A read (Get) fetches the record's slot — one READ of the slot
+// whose address is cached, or of both candidate buckets — and remembers its
+// meta word (version and presence). A record found locked by another
+// transaction aborts the reader at once. A record to be written is locked
+// before it is read (GetForUpdate): the Locker takes the lock and returns the
+// slot as read after the lock, in one round trip (for the memory-node path, a
+// CAS(0 → tag) and a READ in one doorbell). Locks never wait: a held lock is
+// a conflict and the transaction aborts (no deadlock is possible). Inserts
+// claim a free slot by locking it; deletes and updates need the record locked.
+//
+// Validation (the commit point). With every lock held, the coordinator
+// publishes the keys of its inserts into their claimed slots, then, in one
+// doorbell, re-reads the meta and lock words of every record it read without
+// locking, and both candidate buckets of every key it found absent or
+// inserts. It aborts if a read record's meta changed or it is locked by
+// another transaction, or if an absent key (or an inserted key, in a slot not
+// its own) is now present or claimed.
+//
+// Write-back. All values are written first, then every record's header
+// [meta with version + 1, release word], in doorbell order; locks taken but
+// not written are released. Aborts release every lock taken (and CAS their
+// own tag back to 0 where a lock's acquisition outcome was unknown).
+//
+// # Why it is serializable
+//
+// A committed transaction T is serialized at its validation. Every record T
+// writes is locked from before T read it until after its new value is
+// visible, so no other transaction writes it in between (invariant I2: at
+// most one holder per lock word, because the lock is a CAS on one word).
+// Every record T read without locking had, at validation, the meta T saw and
+// no lock held: no transaction that committed before T's validation wrote it
+// after T read it, and none that locked it before T's validation can commit a
+// write ordered before T — it still held the lock, which validation would
+// have seen. Versions only grow, so an unchanged meta means an unchanged
+// record (no ABA). Absent keys are validated the same way over both buckets,
+// which closes phantoms for point reads, and an insert validates that no other
+// slot holds or claims its key: two inserts of one key each publish the key
+// before validating, so at least one sees the other. Hence the order of
+// validation points is a serial order consistent with every read (strict
+// serializability: validation lies inside the transaction's real-time
+// interval). The bank tests check this with porcupine on concurrent
+// histories, and show the check failing for a lock path that does not exclude.
+//
+// # Torn reads
+//
+// Verbs are atomic per 8-byte word only, so a READ racing a write-back may
+// mix old and new words. A writer holds the lock while it writes values and
+// stores the new meta before releasing, and a reader reads meta before the
+// value; a torn value is therefore always seen with a changed meta or a held
+// lock at validation, and aborts. (This relies on a READ and a doorbell's
+// WRITEs proceeding in ascending word order, which the emulated backends
+// guarantee; a real NIC backend would add per-cache-line versions as FaRM
+// does.)
+//
+// # Memory-node connection loss
+//
+// An error before the commit point aborts the transaction; its locks are
+// released, retrying across reconnects. After the commit point the write-back
+// is retried until it completes (CleanupTimeout). Because a doorbell applies
+// a prefix of its work requests (see package rdma), a retry first reads the
+// lock words of its memory-node locks and redoes only those still holding its
+// tag, releasing them by CAS: a blind rewrite could clobber a lock another
+// transaction took after ours was released. Only when the memory node stays
+// unreachable past CleanupTimeout is the outcome reported as Failed, with its
+// locks possibly still held.
+package occ
