@@ -102,5 +102,6 @@ type Params struct {
 	RateTPS  float64 `json:"rate_tps,omitempty"`
 	Loaded   uint64  `json:"loaded_records"`
 	LoadS    float64 `json:"load_s"`
+	CheckS   float64 `json:"check_s"`
 	Workload any     `json:"workload_config,omitempty"`
 }

@@ -184,6 +184,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 		res.Params.Loaded = loader.Loaded()
 		res.Params.LoadS = time.Since(start).Seconds()
+		if cfg.Progress != nil {
+			fmt.Fprintf(cfg.Progress, "loaded %d records in %.1fs\n", res.Params.Loaded, res.Params.LoadS)
+		}
 	}
 
 	var devs []rdma.Device
@@ -294,12 +297,15 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		n.Close()
 	}
 	nodes = nil
-	reader, err := store.NewReader(layout, base)
-	if err != nil {
-		return res, err
+	checkStart := time.Now()
+	if cfg.Progress != nil {
+		fmt.Fprintf(cfg.Progress, "checking %s consistency…\n", wl.Name())
 	}
-	defer reader.Close()
-	res.addChecks(wl.Check(ctx, reader))
+	res.addChecks(wl.Check(ctx, store.NewSnapshot(layout, base)))
+	res.Params.CheckS = time.Since(checkStart).Seconds()
+	if cfg.Progress != nil {
+		fmt.Fprintf(cfg.Progress, "checked in %.1fs\n", res.Params.CheckS)
+	}
 	return res, nil
 }
 

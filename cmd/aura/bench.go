@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -38,6 +39,7 @@ type benchFlags struct {
 	maxAttempts int
 	jsonPath    string
 	quiet       bool
+	cpuProfile  string
 }
 
 func newBenchCmd() *cobra.Command {
@@ -78,6 +80,7 @@ Modes (comma list, run one after another on the same seed): ` + strings.Join(ben
 	fl.IntVar(&f.maxAttempts, "max-attempts", 1000, "attempts per transaction before a client reports it failed")
 	fl.StringVar(&f.jsonPath, "json", "", "write the results as JSON to this file ({\"runs\":[…]} when several modes run)")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress lines")
+	fl.StringVar(&f.cpuProfile, "cpu-profile", "", "write a Go CPU profile of the whole run to this file (inspect with 'go tool pprof')")
 	return cmd
 }
 
@@ -91,6 +94,17 @@ func runBench(cmd *cobra.Command, f *benchFlags) error {
 	wl, err := f.workloadFlags.build(f.cns, clients)
 	if err != nil {
 		return err
+	}
+	if f.cpuProfile != "" {
+		pf, err := os.Create(f.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer pf.Close()
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
