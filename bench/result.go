@@ -79,8 +79,12 @@ type TypeStats struct {
 	Aborted      uint64  `json:"aborted"`
 	AtomicPerTxn float64 `json:"atomic_per_txn"`
 	LocksPerTxn  float64 `json:"locks_per_txn"`
-	mnAtomics    uint64
-	locks        uint64
+	// LocksPerCommit counts only the attempt that committed: what the
+	// transaction itself needs, without the retries contention adds.
+	LocksPerCommit float64 `json:"locks_per_commit"`
+	mnAtomics      uint64
+	locks          uint64
+	commitLocks    uint64
 }
 
 // Sample is one point of the timeline (one per second, warm-up included).

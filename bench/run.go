@@ -285,6 +285,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			ts.AtomicPerTxn = float64(ts.mnAtomics) / float64(n)
 			ts.LocksPerTxn = float64(ts.locks) / float64(n)
 		}
+		if ts.Committed > 0 {
+			ts.LocksPerCommit = float64(ts.commitLocks) / float64(ts.Committed)
+		}
 		res.ByType[name] = ts
 	}
 	r.mu.Unlock()
@@ -487,11 +490,13 @@ func (r *runner) countType(kind string, res *messages.TxnResult) {
 		r.byType[kind] = ts
 	}
 	c := res.GetCounters()
+	locks := c.GetLocksLocal() + c.GetLocksOwnerRpc() + c.GetLocksMnCas()
 	ts.mnAtomics += c.GetMnCas() + c.GetMnFaa()
-	ts.locks += c.GetLocksLocal() + c.GetLocksOwnerRpc() + c.GetLocksMnCas()
+	ts.locks += locks
 	switch res.Outcome {
 	case messages.TxnOutcome_TXN_OUTCOME_COMMITTED:
 		ts.Committed++
+		ts.commitLocks += locks
 	case messages.TxnOutcome_TXN_OUTCOME_ROLLED_BACK:
 		ts.RolledBack++
 	case messages.TxnOutcome_TXN_OUTCOME_ABORTED:

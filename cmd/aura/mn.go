@@ -37,6 +37,7 @@ type mnFlags struct {
 	writeTimeout     time.Duration
 	idleTimeout      time.Duration
 	shutdownTimeout  time.Duration
+	metricsAddr      string
 	logLevel         string
 	logFormat        string
 }
@@ -92,6 +93,7 @@ requests it has read, closes the connections and exits 0.`,
 		"close connections that sent no request for this long (clients reconnect transparently); 0 disables")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 10*time.Second,
 		"on SIGINT/SIGTERM, how long to let connections finish the requests already read before closing them")
+	fl.StringVar(&f.metricsAddr, "metrics", "", "serve the memory node's verb counters in Prometheus text format on http://HOST:PORT/metrics (empty: off)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level on stderr: debug, info, warn or error")
 	fl.StringVar(&f.logFormat, "log-format", "text", "log format on stderr: text or json")
 	return cmd
@@ -155,6 +157,16 @@ func runMN(ctx context.Context, f *mnFlags, stdout, stderr io.Writer) error {
 		return fmt.Errorf("--listen: %w", err)
 	}
 	addr := l.Addr().String()
+	if f.metricsAddr != "" {
+		maddr, stop, err := serveMNMetrics(ctx, f.metricsAddr, srv.Stats, log)
+		if err != nil {
+			l.Close()
+			srv.Close()
+			return err
+		}
+		defer stop()
+		log.Info("metrics ready", "url", "http://"+maddr+"/metrics")
+	}
 	log.Info("memory node ready", "addr", addr, "size", f.size.String(), "cost_model", f.costModel,
 		"max_conns", f.maxConns, "max_in_flight", f.maxInFlight)
 	serveErr := make(chan error, 1)
