@@ -171,6 +171,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		if cfg.Progress != nil {
 			fmt.Fprintf(cfg.Progress, "loading %s tables…\n", wl.Name())
 		}
+		if err := store.ClaimLoad(ctx, base); err != nil {
+			return nil, fmt.Errorf("bench: %w", err)
+		}
 		loader, err := store.NewLoader(layout, base)
 		if err != nil {
 			return nil, err
@@ -178,6 +181,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		err = wl.Load(ctx, loader)
 		if cerr := loader.Close(ctx); err == nil {
 			err = cerr
+		}
+		if err == nil {
+			err = store.MarkLoaded(ctx, base)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("bench: load: %w", err)
@@ -189,6 +195,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 	}
 
+	if cfg.SkipLoad {
+		if err := store.CheckLoaded(ctx, base); err != nil {
+			return nil, fmt.Errorf("bench: %w", err)
+		}
+	}
 	var devs []rdma.Device
 	var nodes []*actors.Node
 	defer func() {
