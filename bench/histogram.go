@@ -5,10 +5,11 @@ import (
 	"sync"
 )
 
-// histogram records latencies in microseconds in log-linear buckets: 16
-// sub-buckets per power of two, so a quantile is within about 6% of the
-// exact value, in constant memory whatever the run length.
-type histogram struct {
+// Histogram records latencies (or any non-negative quantity) in log-linear
+// buckets: 16 sub-buckets per power of two, so a quantile is within about 6%
+// of the exact value, in constant memory whatever the run length. It is safe
+// for concurrent use; the zero value is ready.
+type Histogram struct {
 	mu     sync.Mutex
 	counts [64 * 16]uint64
 	total  uint64
@@ -30,15 +31,16 @@ func bucketLow(b int) uint64 {
 	return uint64(b-e*16) << uint(e)
 }
 
-func (h *histogram) record(micros uint64) {
+// Record adds one value.
+func (h *Histogram) Record(micros uint64) {
 	h.mu.Lock()
 	h.counts[bucketOf(micros)]++
 	h.total++
 	h.mu.Unlock()
 }
 
-// quantile returns the lower bound of the bucket holding quantile q (0..1).
-func (h *histogram) quantile(q float64) uint64 {
+// Quantile returns the lower bound of the bucket holding quantile q (0..1).
+func (h *Histogram) Quantile(q float64) uint64 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.total == 0 {

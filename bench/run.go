@@ -347,7 +347,7 @@ func sample(at, over time.Duration, d snapshot) Sample {
 	return s
 }
 
-func (res *Result) fill(s snapshot, elapsed time.Duration, lat *histogram) {
+func (res *Result) fill(s snapshot, elapsed time.Duration, lat *Histogram) {
 	res.DurationS = elapsed.Seconds()
 	res.Committed = s.committed
 	res.RolledBack = s.rolledBack
@@ -360,7 +360,7 @@ func (res *Result) fill(s snapshot, elapsed time.Duration, lat *histogram) {
 	if elapsed > 0 {
 		res.ThroughputTPS = float64(n) / elapsed.Seconds()
 	}
-	res.LatencyUs = Latency{P50: lat.quantile(0.5), P99: lat.quantile(0.99)}
+	res.LatencyUs = Latency{P50: lat.Quantile(0.5), P99: lat.Quantile(0.99)}
 	res.Locks = Locks{Total: s.local + s.ownerRPC + s.mnCAS, Local: s.local, OwnerRPC: s.ownerRPC, MNCAS: s.mnCAS}
 	if n > 0 {
 		res.AtomicPerTxn = float64(s.atomics) / float64(n)
@@ -407,7 +407,7 @@ type runner struct {
 	start   time.Time
 	warmEnd time.Time
 	c       counters
-	lat     histogram
+	lat     Histogram
 	mu      sync.Mutex
 	byType  map[string]*TypeStats
 }
@@ -478,7 +478,7 @@ func (r *runner) execute(msg *messages.TxnSubmit, rng *rand.Rand) {
 			return
 		}
 		if after {
-			r.lat.record(uint64(time.Since(start).Microseconds()))
+			r.lat.Record(uint64(time.Since(start).Microseconds()))
 		}
 		return
 	}

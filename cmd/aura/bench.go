@@ -134,18 +134,8 @@ func runBench(cmd *cobra.Command, f *benchFlags) error {
 		}
 	}
 	printSummary(cmd.OutOrStdout(), results)
-	if f.jsonPath != "" {
-		var doc any = results[0]
-		if len(results) > 1 {
-			doc = map[string]any{"runs": results}
-		}
-		b, err := json.MarshalIndent(doc, "", "  ")
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(f.jsonPath, append(b, '\n'), 0o644); err != nil {
-			return err
-		}
+	if err := writeResultsJSON(f.jsonPath, results); err != nil {
+		return err
 	}
 	for _, r := range results {
 		for k, v := range r.Checks {
@@ -208,4 +198,21 @@ func printSummary(w io.Writer, results []*bench.Result) {
 		}
 		fmt.Fprintln(w)
 	}
+}
+
+// writeResultsJSON writes one result, or {"runs":[…]} for several, to path
+// (nothing when path is empty).
+func writeResultsJSON(path string, results []*bench.Result) error {
+	if path == "" || len(results) == 0 {
+		return nil
+	}
+	var doc any = results[0]
+	if len(results) > 1 {
+		doc = map[string]any{"runs": results}
+	}
+	b, err := json.MarshalIndent(doc, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
 }

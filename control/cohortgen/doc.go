@@ -1,0 +1,93 @@
+// Package cohortgen is AURA's LockCohortGenerator (SPEC §5, seed 002 §3
+// and §5, seed 001 §4): once per planner tick it turns the decayed access
+// graph (control/accessgraph) into cohorts — sets of key groups owned,
+// moved and routed as one — and says what changed.
+//
+// The package is pure: no goroutines, clocks or I/O. Time is the Step
+// call (one per planner tick, after the graph was fed the tick's
+// heartbeats and ticked); the same calls on the same graph give the same
+// outputs, Louvain refinement included.
+//
+// # Model
+//
+// The generator keeps a partition of the hot key groups (W(v) ≥ MinWeight,
+// the hottest MaxTrackedKGs) into cohorts. A key group that becomes hot
+// joins as a singleton cohort; one whose weight falls below
+// DropFactor·MinWeight leaves (a cohort left empty retires). For a cohort
+// C, intra(C) = Σ edge weights inside C + κ·Σ W(v) (κ = SelfWeight; the
+// self term makes a singleton's intra non-zero, so two key groups merge on
+// their co-access probability, not on a single co-occurrence).
+//
+//   - Merge (seed 002 §3.2): cohorts A, B merge when
+//     m = cross(A,B) / min(intra(A), intra(B)) ≥ ThetaMergeHigh for
+//     PersistWindows consecutive windows and |A|+|B| ≤ MaxCohortSize.
+//     Candidates merge greedily by m; a cohort merged in a Step may merge
+//     again with another qualifying partner in the same Step, so a group
+//     whose pairs all qualify forms at once. A merged cohort inherits, for
+//     each other cohort, the larger streak of its parents.
+//   - Hysteresis of merges: a merged cohort remembers its seam (its two
+//     sides). It separates back along the seam only when the ratio across
+//     the seam stays below ThetaMergeLow for PersistWindows windows; inside
+//     [ThetaMergeLow, ThetaMergeHigh) nothing happens in either direction.
+//   - Split (seed 002 §3.3–3.4): a cohort splits when the best cut found has
+//     s = cut / intra(C) ≤ ThetaSplitLow for PersistWindows windows, both
+//     sides have ≥ MinCohortSize key groups, and the sides' own merge ratio
+//     is below ThetaMergeLow (so a split never produces a pair that would
+//     qualify to merge back). The two halves are split siblings: they
+//     rejoin only when, besides the merge rule, their split ratio reaches
+//     ThetaSplitHigh — the split band's upper edge.
+//   - The cut heuristic: a max-adjacency (Prim-like) ordering of the
+//     cohort's induced subgraph from its heaviest key group, and again from
+//     the last key group of that order; every prefix is a candidate cut and
+//     the one with the smallest cut/min(intra(A), intra(B)) wins (a
+//     normalised cut, so tiny loosely attached fringes are not preferred
+//     over a real bisection). O(n²) for a cohort of n key groups (~10 µs at
+//     64); at most SplitChecksPerTick cohorts per Step, those whose split
+//     condition held last window first, the rest round-robin.
+//   - Refinement: every RefineEvery ticks, one region — the cohort with the
+//     largest share of its weight on outgoing edges (not refined in the last
+//     few periods), grown with the neighbouring cohorts it is most connected
+//     to, up to RefineMaxKGs key groups — is re-clustered with gonum's
+//     Louvain (community.Modularize) on its heaviest RefineMaxEdges edges.
+//     Communities larger than MaxCohortSize are cut into balanced runs of
+//     their max-adjacency order. The result replaces the region's cohorts
+//     only if it keeps at least RefineMinGain of the region's edge weight
+//     more inside cohorts. gonum's Louvain costs ~10–15 µs per edge here,
+//     so regions are small and refinement can run off the tick:
+//     PrepareRefine snapshots a region, Refine is a pure function of the
+//     snapshot (any goroutine), OfferRefinement hands the result back and
+//     the next Step adopts it if the region is unchanged.
+//   - Sticky cache (seed 001 §4.3): a Step that would publish no cohort while
+//     the previous set was not empty publishes the previous set again, for
+//     up to StickyMaxTicks ticks.
+//   - Publication: at most MaxCohorts cohorts, the heaviest by
+//     W(c) = Σ W(v), those published last tick weighted by 1 + PublishBias.
+//
+// # Cohort ids
+//
+// Ids come from a counter starting at 1 and are never reused. A cohort
+// keeps its id while its membership changes by joins and leaves. When a
+// Step replaces cohorts — a merge, a split or separation, an adopted
+// refinement — each new cohort takes the id of the old cohort it overlaps
+// most (highest Jaccard index |A∩B|/|A∪B|, then heavier, then smaller id)
+// if that Jaccard index is at least JaccardKeep (0.5), each old id going to
+// at most one new cohort; others get fresh ids. So a merge keeps the id of
+// its larger parent, a split gives it to its larger (then heavier) part, a
+// refinement that barely moves a cohort keeps it. Output reports the
+// published set's New, Retired and Changed ids and the Step's Merged,
+// Split and Refined lineage.
+//
+// # Invariants (checked after every Step by the tests)
+//
+//   - Cohorts are disjoint, non-empty, at most MaxCohortSize key groups,
+//     with sorted key groups and unique ids; Output.Cohorts is ascending by
+//     id and holds at most MaxCohorts cohorts.
+//   - A merge happens only after its condition held PersistWindows
+//     consecutive windows; a split likewise; a cohort takes part in at most
+//     one kind of change per Step (a merge chain counts as one).
+//   - Bounded memory: cohorts cover at most MaxTrackedKGs key groups; merge
+//     streaks exist only for pairs above ThetaMergeHigh in the last window;
+//     sibling records only for live cohorts.
+//   - Step costs O(graph edges + graph key groups) plus at most
+//     SplitChecksPerTick cuts, plus one bounded refinement when inline.
+package cohortgen

@@ -1,0 +1,936 @@
+package cohortgen
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/aura-runtime/aura/control"
+	"github.com/aura-runtime/aura/control/accessgraph"
+)
+
+// Merge records cohorts merged in one Step.
+type Merge struct {
+	// Into is the merged cohort's id (one of From when an id was kept).
+	Into control.CohortID
+	// From are the merged cohorts, ascending.
+	From []control.CohortID
+}
+
+// Split records a cohort cut in two in one Step.
+type Split struct {
+	// From is the cohort that was split (its id may live on in Into).
+	From control.CohortID
+	// Into are the two parts, ascending.
+	Into []control.CohortID
+	// Separation is true when the cut was the seam of an earlier merge
+	// (the merge undone below ThetaMergeLow) rather than a cut found by
+	// the heuristic.
+	Separation bool
+}
+
+// Refined records one adopted refinement: the region's old and new
+// cohorts (ids kept by the Jaccard rule appear in both).
+type Refined struct {
+	Old, New []control.CohortID
+	// Gain is the adopted gain in weight kept inside cohorts, as a fraction
+	// of the region's edge weight.
+	Gain float64
+}
+
+// Stats describe the generator's state after a Step.
+type Stats struct {
+	// Cohorts and TrackedKGs count all cohorts and their key groups;
+	// Published and PublishedKGs those published.
+	Cohorts, TrackedKGs, Published, PublishedKGs int
+	// Singletons counts cohorts of one key group.
+	Singletons int
+	// MinSize, MaxSize and MeanSize describe the published cohorts' sizes.
+	MinSize, MaxSize int
+	MeanSize         float64
+	// MergeCandidates counts cohort pairs above ThetaMergeHigh this window;
+	// SplitChecks the cohorts whose cut was computed.
+	MergeCandidates, SplitChecks int
+	// Merges, Splits (heuristic cuts), Separations (merges undone) and
+	// Refinements count this Step's structural changes; Born and Dropped the
+	// key groups that joined (as singletons) and left (cold).
+	Merges, Splits, Separations, Refinements, Born, Dropped int
+}
+
+// Output is what one Step decided.
+type Output struct {
+	// Tick is the generator's tick (Step count).
+	Tick uint64
+	// Cohorts is the published cohort set, ascending by id, each with sorted
+	// key groups. The slices are immutable snapshots: they may be shared
+	// with earlier and later Outputs and must not be modified.
+	Cohorts []control.Cohort
+	// New, Retired and Changed compare Cohorts with the previous Output's:
+	// ids published now and not before, published before and not now, and
+	// published in both with different key groups. Ascending.
+	New, Retired, Changed []control.CohortID
+	// Merged, Split and Refined are this Step's structural changes among
+	// all cohorts (published or not).
+	Merged  []Merge
+	Split   []Split
+	Refined []Refined
+	// Sticky reports that the Step would have published no cohort and the
+	// previous set was published again (New, Retired and Changed are empty).
+	Sticky bool
+	// RefineDue reports that a refinement is due this tick and was not run
+	// inline (RefineInline false): the caller may PrepareRefine now.
+	RefineDue bool
+	// Stats describe the state after the Step.
+	Stats Stats
+}
+
+// String renders the output compactly (for tests and logs).
+func (o *Output) String() string {
+	return fmt.Sprintf("tick %d: %d cohorts, +%v -%v ~%v merged=%v split=%v sticky=%v",
+		o.Tick, len(o.Cohorts), o.New, o.Retired, o.Changed, o.Merged, o.Split, o.Sticky)
+}
+
+type cohort struct {
+	id      control.CohortID
+	kgs     []control.KeyGroup // sorted
+	gids    []accessgraph.NodeID
+	mw      []float64 // member W(v), refreshed each Step
+	side    []uint8   // seam side per member, when seam
+	seam    bool
+	version uint64
+	dead    bool
+
+	sepStreak, splitStreak int
+	refinedAt              uint64 // tick of the last refinement of its region
+	statsTick              uint64 // tick of the edge pass that filled w/intra/ext
+
+	snap    []control.KeyGroup // immutable copy published for snapVer
+	snapVer uint64
+
+	// Step scratch.
+	w, intra, ext      float64
+	sideW, sideIntra   [2]float64
+	seamCut            float64
+	check, touched     bool
+	merged             bool    // created by a merge this Step
+	into               *cohort // the cohort this one merged into this Step
+	edges              []ledge
+	publishedLastTick  bool
+	publishedVersion   uint64
+	wasPublishedBefore bool
+}
+
+func (c *cohort) snapshot() []control.KeyGroup {
+	if c.snap == nil || c.snapVer != c.version {
+		c.snap = slices.Clone(c.kgs)
+		c.snapVer = c.version
+	}
+	return c.snap
+}
+
+type idPair struct{ a, b control.CohortID }
+
+func mkPair(a, b control.CohortID) idPair {
+	if a > b {
+		a, b = b, a
+	}
+	return idPair{a, b}
+}
+
+// Generator is the LockCohortGenerator. It keeps a partition of the hot
+// key groups into cohorts and changes it, one Step per planner tick, by
+// merges, splits, separations and refinements with hysteresis. It is not
+// safe for concurrent use.
+type Generator struct {
+	cfg    Config
+	tick   uint64
+	nextID control.CohortID
+
+	cohorts []*cohort // live, ascending by id
+	byID    map[control.CohortID]*cohort
+
+	streaks  map[idPair]int  // merge streaks (consecutive windows ≥ high)
+	siblings map[idPair]bool // halves of a heuristic split
+	pub      []control.Cohort
+	pubIDs   map[control.CohortID]uint64 // published id → version
+	sticky   int
+
+	splitCursor control.CohortID
+	offered     *RefineResult
+
+	// scratch
+	cohortOf []int32 // graph NodeID → index in cohorts, −1
+	localIdx []int32 // graph NodeID → member index
+	pairs    pairTable
+	lg       localGraph
+	inA      []bool
+	self     []float64
+	sIntra   []float64
+	sExt     []float64
+	sSize    []int32
+	sSlow    []bool
+	admitBuf []admitCand
+	ranked   []*cohort
+	scores   []float64
+	newStr   map[idPair]int
+	cands    []mergeCand
+	ev       events
+}
+
+type mergeCand struct {
+	a, b int32
+	m    float64
+}
+
+type events struct {
+	merged  []Merge
+	split   []Split
+	refined []Refined
+	lineage map[control.CohortID]control.CohortID // merged parent → child id
+	reset   map[control.CohortID]bool             // ids whose streaks restart
+	stats   Stats
+}
+
+// New returns a generator, or the configuration's validation error.
+func New(cfg Config) (*Generator, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Generator{
+		cfg:      cfg,
+		nextID:   1,
+		byID:     make(map[control.CohortID]*cohort),
+		streaks:  make(map[idPair]int),
+		siblings: make(map[idPair]bool),
+		pubIDs:   make(map[control.CohortID]uint64),
+		newStr:   make(map[idPair]int),
+	}, nil
+}
+
+// Config returns the generator's configuration.
+func (gen *Generator) Config() Config { return gen.cfg }
+
+// Tick returns the number of Steps taken.
+func (gen *Generator) Tick() uint64 { return gen.tick }
+
+// Cohorts returns all cohorts (published or not), ascending by id, as
+// snapshots.
+func (gen *Generator) Cohorts() []control.Cohort {
+	out := make([]control.Cohort, 0, len(gen.cohorts))
+	for _, c := range gen.cohorts {
+		out = append(out, control.Cohort{ID: c.id, KeyGroups: c.snapshot()})
+	}
+	return out
+}
+
+func (gen *Generator) newID() control.CohortID {
+	id := gen.nextID
+	gen.nextID++
+	return id
+}
+
+// Step runs one generator window on the graph (after the planner applied
+// the window's heartbeats and ticked the graph) and returns the cohorts to
+// publish. Its cost is O(graph edges + key groups) plus the bounded split
+// checks and, every RefineEvery ticks when inline, one refinement.
+func (gen *Generator) Step(g *accessgraph.Graph) Output {
+	gen.tick++
+	cfg := &gen.cfg
+	gen.ev = events{lineage: map[control.CohortID]control.CohortID{}, reset: map[control.CohortID]bool{}}
+	ev := &gen.ev
+	out := Output{Tick: gen.tick}
+
+	gen.refresh(g)
+	gen.index(g)
+	gen.admit(g)
+	gen.schedule()
+	gen.edgePass(g)
+	gen.evalMerges()
+
+	// Refinement first: an offered result, or one computed inline.
+	due := cfg.RefineEvery > 0 && gen.tick%uint64(cfg.RefineEvery) == 0
+	if gen.offered != nil {
+		gen.applyRefinement(gen.offered)
+		gen.offered = nil
+	}
+	if due {
+		if cfg.RefineInline {
+			if req := gen.prepare(g); req != nil {
+				gen.applyRefinement(Refine(req))
+			}
+		} else {
+			out.RefineDue = true
+		}
+	}
+
+	// Separations and splits.
+	k := cfg.SelfWeight
+	for _, c := range gen.cohorts {
+		if c.dead || c.touched {
+			continue
+		}
+		if c.seam {
+			ia, ib := c.sideIntra[0]+k*c.sideW[0], c.sideIntra[1]+k*c.sideW[1]
+			if m := c.seamCut / math.Min(ia, ib); m < cfg.ThetaMergeLow {
+				c.sepStreak++
+			} else {
+				c.sepStreak = 0
+			}
+			if c.sepStreak >= cfg.PersistWindows {
+				side := make([]bool, len(c.kgs))
+				for i, s := range c.side {
+					side[i] = s == 0
+				}
+				gen.split(c, side, true)
+				continue
+			}
+		}
+		if c.check {
+			ev.stats.SplitChecks++
+			gen.self = resizeF(gen.self, len(c.kgs))
+			for i, w := range c.mw {
+				gen.self[i] = k * w
+			}
+			gen.lg.build(len(c.kgs), gen.self, c.edges)
+			gen.inA = resizeB(gen.inA, len(c.kgs))
+			r := gen.lg.bestCut(cfg.MinCohortSize, gen.inA)
+			total := c.intra + k*c.w
+			if r.ok && total > 0 && r.cut/total <= cfg.ThetaSplitLow && r.phi < cfg.ThetaMergeLow {
+				c.splitStreak++
+			} else {
+				c.splitStreak = 0
+			}
+			if c.splitStreak >= cfg.PersistWindows {
+				gen.split(c, slices.Clone(r.inA), false)
+			}
+		}
+	}
+
+	// Merges: greedy by ratio. A cohort merged this Step may merge again
+	// with another partner whose pair condition held (merges chain within
+	// a Step, so a group whose pairs all qualify forms at once), never past
+	// MaxCohortSize; cohorts split, separated or refined this Step do not
+	// merge.
+	slices.SortFunc(gen.cands, func(x, y mergeCand) int {
+		if x.m != y.m {
+			return cmp.Compare(y.m, x.m)
+		}
+		if c := cmp.Compare(gen.cohorts[x.a].id, gen.cohorts[y.a].id); c != 0 {
+			return c
+		}
+		return cmp.Compare(gen.cohorts[x.b].id, gen.cohorts[y.b].id)
+	})
+	find := func(c *cohort) *cohort {
+		for c.into != nil {
+			c = c.into
+		}
+		return c
+	}
+	for _, mc := range gen.cands {
+		a, b := find(gen.cohorts[mc.a]), find(gen.cohorts[mc.b])
+		if a == b || a.dead || b.dead || (a.touched && !a.merged) || (b.touched && !b.merged) || len(a.kgs)+len(b.kgs) > cfg.MaxCohortSize {
+			continue
+		}
+		gen.merge(a, b)
+	}
+	gen.finish()
+	gen.publish(&out)
+	return out
+}
+
+// refresh re-reads members' weights, drops cold members and retires empty
+// cohorts.
+func (gen *Generator) refresh(g *accessgraph.Graph) {
+	drop := gen.cfg.DropFactor * gen.cfg.MinWeight
+	for _, c := range gen.cohorts {
+		c.touched, c.check, c.merged, c.into = false, false, false, nil
+		c.w = 0
+		c.sideW = [2]float64{}
+		c.mw = resizeF(c.mw, len(c.kgs))
+		k := 0
+		for j, kg := range c.kgs {
+			gid := c.gids[j]
+			if cur, ok := g.KG(gid); !ok || cur != kg {
+				if id, ok := g.ID(kg); ok {
+					gid = id
+				} else {
+					gid = accessgraph.NoNode
+				}
+			}
+			w := 0.0
+			if gid >= 0 {
+				w = g.WOf(gid)
+			}
+			if w < drop {
+				gen.ev.stats.Dropped++
+				continue
+			}
+			c.kgs[k], c.gids[k], c.mw[k] = kg, gid, w
+			if c.seam {
+				c.side[k] = c.side[j]
+				c.sideW[c.side[k]] += w
+			}
+			c.w += w
+			k++
+		}
+		if k != len(c.kgs) {
+			c.kgs, c.gids, c.mw = c.kgs[:k], c.gids[:k], c.mw[:k]
+			c.version++
+			if c.seam {
+				c.side = c.side[:k]
+				if c.sideW[0] == 0 || c.sideW[1] == 0 {
+					c.seam, c.side = false, nil
+				}
+			}
+			if k == 0 {
+				c.dead = true
+				gen.ev.reset[c.id] = true
+			}
+		}
+	}
+	gen.compact()
+}
+
+// compact removes dead cohorts from the list.
+func (gen *Generator) compact() {
+	live := gen.cohorts[:0]
+	for _, c := range gen.cohorts {
+		if c.dead {
+			delete(gen.byID, c.id)
+			continue
+		}
+		live = append(live, c)
+	}
+	clear(gen.cohorts[len(live):])
+	gen.cohorts = live
+}
+
+// index maps graph ids to cohort positions and member indices.
+func (gen *Generator) index(g *accessgraph.Graph) {
+	n := g.NumIDs()
+	gen.cohortOf = resizeI(gen.cohortOf, n)
+	gen.localIdx = resizeI(gen.localIdx, n)
+	for i := range gen.cohortOf {
+		gen.cohortOf[i] = -1
+	}
+	for i, c := range gen.cohorts {
+		for j, gid := range c.gids {
+			if gid >= 0 {
+				gen.cohortOf[gid] = int32(i)
+				gen.localIdx[gid] = int32(j)
+			}
+		}
+	}
+}
+
+// admit turns hot key groups that are in no cohort into singleton cohorts,
+// hottest first, up to MaxTrackedKGs. It expects index to be current and
+// keeps it current.
+func (gen *Generator) admit(g *accessgraph.Graph) {
+	tracked := 0
+	for _, c := range gen.cohorts {
+		tracked += len(c.kgs)
+	}
+	room := gen.cfg.MaxTrackedKGs - tracked
+	if room <= 0 {
+		return
+	}
+	// Near the cap, scanning every key group for the few free places costs
+	// more than it is worth every tick: scan every admitEveryNearCap ticks.
+	if 10*tracked >= 9*gen.cfg.MaxTrackedKGs && gen.tick%admitEveryNearCap != 0 {
+		return
+	}
+	cands := gen.admitBuf[:0]
+	for id := range g.NumIDs() {
+		gid := accessgraph.NodeID(id)
+		if gen.cohortOf[gid] >= 0 {
+			continue
+		}
+		if w := g.WOf(gid); w >= gen.cfg.MinWeight {
+			if kg, ok := g.KG(gid); ok {
+				cands = append(cands, admitCand{gid, kg, w})
+			}
+		}
+	}
+	if len(cands) > room {
+		// Keep the room hottest (ties: smaller key group), in O(n).
+		ws := resizeF(gen.self, len(cands))
+		for i, c := range cands {
+			ws[i] = c.w
+		}
+		threshold := kthLargest(ws, room)
+		gen.self = ws
+		above := 0
+		for _, c := range cands {
+			if c.w > threshold {
+				above++
+			}
+		}
+		ties := room - above
+		j := 0
+		for _, c := range cands { // cands are in id order; ties go by id
+			if c.w > threshold || (c.w == threshold && ties > 0) {
+				if c.w == threshold {
+					ties--
+				}
+				cands[j] = c
+				j++
+			}
+		}
+		cands = cands[:j]
+	}
+	slices.SortFunc(cands, func(x, y admitCand) int { return cmp.Compare(x.kg, y.kg) })
+	for _, cd := range cands {
+		c := &cohort{id: gen.newID(), kgs: []control.KeyGroup{cd.kg}, gids: []accessgraph.NodeID{cd.gid},
+			mw: []float64{cd.w}, w: cd.w, version: 1}
+		gen.cohortOf[cd.gid] = int32(len(gen.cohorts))
+		gen.localIdx[cd.gid] = 0
+		gen.cohorts = append(gen.cohorts, c)
+		gen.byID[c.id] = c
+		gen.ev.stats.Born++
+	}
+	gen.admitBuf = cands[:0]
+}
+
+// admitEveryNearCap: with the tracked key groups at 90% of MaxTrackedKGs
+// or more, admission runs every this many ticks.
+const admitEveryNearCap = 4
+
+type admitCand struct {
+	gid accessgraph.NodeID
+	kg  control.KeyGroup
+	w   float64
+}
+
+// kthLargest returns the k-th largest value of vs (1 ≤ k ≤ len(vs)),
+// reordering vs.
+func kthLargest(vs []float64, k int) float64 {
+	lo, hi := 0, len(vs)-1
+	target := k - 1
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		a, b, c := vs[lo], vs[mid], vs[hi]
+		pivot := b
+		if (a >= b) != (b >= c) {
+			if (b >= a) == (a >= c) {
+				pivot = a
+			} else {
+				pivot = c
+			}
+		}
+		i, j := lo, hi
+		for i <= j {
+			for vs[i] > pivot {
+				i++
+			}
+			for vs[j] < pivot {
+				j--
+			}
+			if i <= j {
+				vs[i], vs[j] = vs[j], vs[i]
+				i++
+				j--
+			}
+		}
+		switch {
+		case target <= j:
+			hi = j
+		case target >= i:
+			lo = i
+		default:
+			return vs[target]
+		}
+	}
+	return vs[target]
+}
+
+// schedule picks the cohorts whose best cut is computed this Step: those
+// whose split condition held last window, then round-robin by id.
+func (gen *Generator) schedule() {
+	minN := 2 * gen.cfg.MinCohortSize
+	budget := gen.cfg.SplitChecksPerTick
+	for _, c := range gen.cohorts {
+		if c.splitStreak > 0 && len(c.kgs) >= minN {
+			c.check = true
+			budget--
+		}
+	}
+	if budget <= 0 || len(gen.cohorts) == 0 {
+		return
+	}
+	start, _ := slices.BinarySearchFunc(gen.cohorts, gen.splitCursor+1, func(c *cohort, id control.CohortID) int { return cmp.Compare(c.id, id) })
+	n := len(gen.cohorts)
+	for k := 0; k < n && budget > 0; k++ {
+		c := gen.cohorts[(start+k)%n]
+		if c.check || len(c.kgs) < minN {
+			continue
+		}
+		c.check = true
+		budget--
+		gen.splitCursor = c.id
+	}
+}
+
+// edgePass visits every edge once: intra and external weight per cohort,
+// seam statistics, internal edges of the cohorts to check, and cross
+// weights of cohort pairs small enough to merge.
+func (gen *Generator) edgePass(g *accessgraph.Graph) {
+	n := len(gen.cohorts)
+	// Hot per-cohort fields in flat arrays (no pointer chasing per edge).
+	intra := resizeF(gen.sIntra, n)
+	ext := resizeF(gen.sExt, n)
+	size := resizeI(gen.sSize, n)
+	slow := resizeB(gen.sSlow, n) // seam or check: handled via the struct
+	clear(intra)
+	clear(ext)
+	for i, c := range gen.cohorts {
+		c.seamCut = 0
+		c.sideIntra = [2]float64{}
+		c.edges = c.edges[:0]
+		c.statsTick = gen.tick
+		size[i] = int32(len(c.kgs))
+		slow[i] = c.seam || c.check
+	}
+	gen.pairs.reset()
+	maxSize := int32(gen.cfg.MaxCohortSize)
+	cohortOf, localIdx, cohorts := gen.cohortOf, gen.localIdx, gen.cohorts
+	alpha := g.Config().AlphaWR
+	for _, e := range g.EdgeList() {
+		u, v := accessgraph.EdgeEnds(e.Key)
+		cu := cohortOf[u]
+		if cu < 0 {
+			continue
+		}
+		cv := cohortOf[v]
+		if cv < 0 {
+			continue
+		}
+		w := e.WW + alpha*e.WR
+		if cu == cv {
+			intra[cu] += w
+			if !slow[cu] {
+				continue
+			}
+			c := cohorts[cu]
+			if c.seam {
+				su, sv := c.side[localIdx[u]], c.side[localIdx[v]]
+				if su != sv {
+					c.seamCut += w
+				} else {
+					c.sideIntra[su] += w
+				}
+			}
+			if c.check {
+				c.edges = append(c.edges, ledge{localIdx[u], localIdx[v], w})
+			}
+			continue
+		}
+		ext[cu] += w
+		ext[cv] += w
+		if size[cu]+size[cv] <= maxSize {
+			gen.pairs.add(cu, cv, w)
+		}
+	}
+	for i, c := range gen.cohorts {
+		c.intra, c.ext = intra[i], ext[i]
+	}
+	gen.sIntra, gen.sExt, gen.sSize, gen.sSlow = intra, ext, size, slow
+}
+
+// evalMerges updates the merge streaks and collects the pairs whose merge
+// condition held for PersistWindows windows.
+func (gen *Generator) evalMerges() {
+	cfg := &gen.cfg
+	clear(gen.newStr)
+	gen.cands = gen.cands[:0]
+	gen.pairs.each(func(a, b int32, cross float64) {
+		ca, cb := gen.cohorts[a], gen.cohorts[b]
+		ia, ib := ca.intra+cfg.SelfWeight*ca.w, cb.intra+cfg.SelfWeight*cb.w
+		m := cross / math.Min(ia, ib)
+		if !(m >= cfg.ThetaMergeHigh) {
+			return
+		}
+		gen.ev.stats.MergeCandidates++
+		key := mkPair(ca.id, cb.id)
+		s := gen.streaks[key] + 1
+		gen.newStr[key] = s
+		if s < cfg.PersistWindows {
+			return
+		}
+		if gen.siblings[key] && cross/(ia+ib+cross) < cfg.ThetaSplitHigh {
+			return
+		}
+		gen.cands = append(gen.cands, mergeCand{a, b, m})
+	})
+	gen.streaks, gen.newStr = gen.newStr, gen.streaks
+}
+
+// merge replaces a and b by their union, whose seam records the two sides.
+func (gen *Generator) merge(a, b *cohort) {
+	n := len(a.kgs) + len(b.kgs)
+	m := &cohort{kgs: make([]control.KeyGroup, 0, n), gids: make([]accessgraph.NodeID, 0, n),
+		mw: make([]float64, 0, n), side: make([]uint8, 0, n), seam: true,
+		w: a.w + b.w, sideW: [2]float64{a.w, b.w}, touched: true, merged: true}
+	i, j := 0, 0
+	for i < len(a.kgs) || j < len(b.kgs) {
+		if j == len(b.kgs) || (i < len(a.kgs) && a.kgs[i] < b.kgs[j]) {
+			m.kgs, m.gids, m.mw, m.side = append(m.kgs, a.kgs[i]), append(m.gids, a.gids[i]), append(m.mw, a.mw[i]), append(m.side, 0)
+			i++
+		} else {
+			m.kgs, m.gids, m.mw, m.side = append(m.kgs, b.kgs[j]), append(m.gids, b.gids[j]), append(m.mw, b.mw[j]), append(m.side, 1)
+			j++
+		}
+	}
+	m.id, m.version, _ = gen.inheritID(m.kgs, []*cohort{a, b}, nil)
+	a.dead, b.dead = true, true
+	a.touched, b.touched = true, true
+	a.into, b.into = m, m
+	gen.ev.lineage[a.id] = m.id
+	gen.ev.lineage[b.id] = m.id
+	gen.ev.merged = append(gen.ev.merged, Merge{Into: m.id, From: sortedIDs(a.id, b.id)})
+	gen.ev.stats.Merges++
+	gen.adopt(m)
+}
+
+// split replaces c by its members with inA set and the others.
+func (gen *Generator) split(c *cohort, inA []bool, separation bool) {
+	parts := [2]*cohort{{touched: true}, {touched: true}}
+	for i, kg := range c.kgs {
+		p := parts[1]
+		if inA[i] {
+			p = parts[0]
+		}
+		p.kgs = append(p.kgs, kg)
+		p.gids = append(p.gids, c.gids[i])
+		p.mw = append(p.mw, c.mw[i])
+		p.w += c.mw[i]
+	}
+	c.dead, c.touched = true, true
+	gen.ev.reset[c.id] = true
+	used := map[*cohort]bool{}
+	order := parts
+	if len(parts[1].kgs) > len(parts[0].kgs) || (len(parts[1].kgs) == len(parts[0].kgs) && parts[1].w > parts[0].w) {
+		order[0], order[1] = parts[1], parts[0]
+	}
+	for _, p := range order {
+		p.id, p.version, _ = gen.inheritID(p.kgs, []*cohort{c}, used)
+		gen.ev.reset[p.id] = true
+	}
+	ids := sortedIDs(parts[0].id, parts[1].id)
+	gen.ev.split = append(gen.ev.split, Split{From: c.id, Into: ids, Separation: separation})
+	if separation {
+		gen.ev.stats.Separations++
+	} else {
+		gen.ev.stats.Splits++
+		gen.siblings[mkPair(ids[0], ids[1])] = true
+	}
+	gen.adopt(parts[0])
+	gen.adopt(parts[1])
+}
+
+// inheritID returns the id for a new cohort with key groups kgs: the id of
+// the parent (not in used) it overlaps most — highest Jaccard index, then
+// heavier parent, then smaller id — when that Jaccard index reaches
+// JaccardKeep, else a new id; and its version (the parent's + 1, or 1).
+// The parent chosen is added to used (when used is not nil).
+func (gen *Generator) inheritID(kgs []control.KeyGroup, parents []*cohort, used map[*cohort]bool) (control.CohortID, uint64, *cohort) {
+	var best *cohort
+	bestJ := -1.0
+	for _, p := range parents {
+		if used[p] {
+			continue
+		}
+		inter := intersectCount(kgs, p.kgs)
+		j := float64(inter) / float64(len(kgs)+len(p.kgs)-inter)
+		if best == nil || j > bestJ || (j == bestJ && (p.w > best.w || (p.w == best.w && p.id < best.id))) {
+			best, bestJ = p, j
+		}
+	}
+	if best != nil && bestJ >= gen.cfg.JaccardKeep {
+		if used != nil {
+			used[best] = true
+		}
+		return best.id, best.version + 1, best
+	}
+	return gen.newID(), 1, nil
+}
+
+// adopt registers a new cohort object (replacing a dead one with its id).
+func (gen *Generator) adopt(c *cohort) {
+	gen.byID[c.id] = c
+	gen.cohorts = append(gen.cohorts, c)
+}
+
+// finish drops dead cohorts, restores id order, rekeys merge streaks
+// through the lineage and forgets stale sibling pairs.
+func (gen *Generator) finish() {
+	live := gen.cohorts[:0]
+	for _, c := range gen.cohorts {
+		if !c.dead {
+			live = append(live, c)
+		}
+	}
+	clear(gen.cohorts[len(live):])
+	gen.cohorts = live
+	slices.SortFunc(gen.cohorts, func(x, y *cohort) int { return cmp.Compare(x.id, y.id) })
+	clear(gen.byID)
+	for _, c := range gen.cohorts {
+		gen.byID[c.id] = c
+	}
+	// Rekey merge streaks: a merged cohort carries the larger streak of
+	// its parents with each other cohort; split, separated, refined and
+	// retired cohorts start from zero.
+	ev := &gen.ev
+	if len(ev.lineage) > 0 || len(ev.reset) > 0 {
+		clear(gen.newStr)
+		resolve := func(id control.CohortID) (control.CohortID, bool) {
+			n, ok := ev.lineage[id]
+			for hops := 0; ok && hops < 64; hops++ {
+				next, more := ev.lineage[n]
+				if !more || next == n {
+					break
+				}
+				n = next
+			}
+			return n, ok
+		}
+		for k, s := range gen.streaks {
+			la, oka := resolve(k.a)
+			lb, okb := resolve(k.b)
+			if (!oka && ev.reset[k.a]) || (!okb && ev.reset[k.b]) {
+				continue
+			}
+			if !oka {
+				la = k.a
+			}
+			if !okb {
+				lb = k.b
+			}
+			if la == lb || gen.byID[la] == nil || gen.byID[lb] == nil {
+				continue
+			}
+			nk := mkPair(la, lb)
+			gen.newStr[nk] = max(gen.newStr[nk], s)
+		}
+		gen.streaks, gen.newStr = gen.newStr, gen.streaks
+	}
+	for k := range gen.siblings {
+		if gen.byID[k.a] == nil || gen.byID[k.b] == nil {
+			delete(gen.siblings, k)
+		}
+	}
+}
+
+// publish ranks the cohorts, fills out and applies the sticky cache.
+func (gen *Generator) publish(out *Output) {
+	cfg := &gen.cfg
+	ev := &gen.ev
+	chosen := gen.cohorts
+	if len(chosen) > cfg.MaxCohorts {
+		// The MaxCohorts heaviest by biased score (ties: smaller id), in O(n).
+		score := resizeF(gen.scores, len(gen.cohorts))
+		for i, c := range gen.cohorts {
+			score[i] = c.w
+			if _, ok := gen.pubIDs[c.id]; ok {
+				score[i] *= 1 + cfg.PublishBias
+			}
+		}
+		ws := append(gen.self[:0], score...)
+		threshold := kthLargest(ws, cfg.MaxCohorts)
+		gen.self = ws
+		above := 0
+		for _, x := range score {
+			if x > threshold {
+				above++
+			}
+		}
+		ties := cfg.MaxCohorts - above
+		chosen = gen.ranked[:0]
+		for i, c := range gen.cohorts { // ascending id: ties go to smaller ids
+			if score[i] > threshold || (score[i] == threshold && ties > 0) {
+				if score[i] == threshold {
+					ties--
+				}
+				chosen = append(chosen, c)
+			}
+		}
+		gen.ranked, gen.scores = chosen, score
+	}
+	out.Merged, out.Split, out.Refined = ev.merged, ev.split, ev.refined
+	st := ev.stats
+	st.Cohorts = len(gen.cohorts)
+	for _, c := range gen.cohorts {
+		st.TrackedKGs += len(c.kgs)
+		if len(c.kgs) == 1 {
+			st.Singletons++
+		}
+	}
+	if len(chosen) == 0 && len(gen.pub) > 0 && gen.sticky < cfg.StickyMaxTicks {
+		gen.sticky++
+		out.Sticky = true
+		out.Cohorts = gen.pub
+		gen.fillSizes(&st, gen.pub)
+		out.Stats = st
+		return
+	}
+	gen.sticky = 0
+	pub := make([]control.Cohort, len(chosen))
+	next := make(map[control.CohortID]uint64, len(chosen))
+	for i, c := range chosen {
+		pub[i] = control.Cohort{ID: c.id, KeyGroups: c.snapshot()}
+		next[c.id] = c.version
+		if v, ok := gen.pubIDs[c.id]; !ok {
+			out.New = append(out.New, c.id)
+		} else if v != c.version {
+			out.Changed = append(out.Changed, c.id)
+		}
+	}
+	for id := range gen.pubIDs {
+		if _, ok := next[id]; !ok {
+			out.Retired = append(out.Retired, id)
+		}
+	}
+	slices.Sort(out.Retired)
+	gen.pub, gen.pubIDs = pub, next
+	out.Cohorts = pub
+	gen.fillSizes(&st, pub)
+	out.Stats = st
+}
+
+func (gen *Generator) fillSizes(st *Stats, pub []control.Cohort) {
+	st.Published = len(pub)
+	for i, c := range pub {
+		n := len(c.KeyGroups)
+		st.PublishedKGs += n
+		if i == 0 || n < st.MinSize {
+			st.MinSize = n
+		}
+		st.MaxSize = max(st.MaxSize, n)
+	}
+	if len(pub) > 0 {
+		st.MeanSize = float64(st.PublishedKGs) / float64(len(pub))
+	}
+}
+
+func sortedIDs(ids ...control.CohortID) []control.CohortID {
+	slices.Sort(ids)
+	return ids
+}
+
+func intersectCount(a, b []control.KeyGroup) int {
+	n, i, j := 0, 0, 0
+	for i < len(a) && j < len(b) {
+		switch {
+		case a[i] < b[j]:
+			i++
+		case a[i] > b[j]:
+			j++
+		default:
+			n++
+			i++
+			j++
+		}
+	}
+	return n
+}
