@@ -257,7 +257,7 @@ type Graph struct {
 
 	thr       []float64 // per key group: weight of its MaxEdgesPerNode-th heaviest edge at the last trim (decayed)
 	local     localIDs  // kg → id of the summary being applied
-	homeScale float64  // lazy decay of homes and other: actual = stored·homeScale
+	homeScale float64   // lazy decay of homes and other: actual = stored·homeScale
 
 	cn      [control.MaxNodes]Load
 	senders map[string]*sender
