@@ -28,6 +28,10 @@ type GraphConfig struct {
 	// what stopped happening: a single access (weight 1) is forgotten after
 	// log(ε)/log(λ) ≈ 58 ticks at the default. Default 0.05.
 	Epsilon float64
+	// PruneEvery is how often, in ticks, Tick looks for key groups to forget
+	// (below Epsilon with no edge left): a scan of every key group, so it
+	// is amortised. Edges are forgotten at every merge. Default 8.
+	PruneEvery int
 	// MaxNodes is the hard cap on key groups. Apply drops key groups (and
 	// their edges) first seen while the graph is full, counting them in
 	// GraphStats.DroppedNodes; Tick then evicts the lightest key groups (by
@@ -87,6 +91,7 @@ func DefaultGraphConfig() GraphConfig {
 		Lambda:          0.95,
 		AlphaWR:         0.3,
 		Epsilon:         0.05,
+		PruneEvery:      8,
 		MaxNodes:        1 << 21,
 		MaxEdges:        1 << 20,
 		MaxEdgesPerNode: 16,
@@ -109,6 +114,9 @@ func (c GraphConfig) Validate() error {
 	}
 	if !(c.Epsilon >= 0) || math.IsInf(c.Epsilon, 0) {
 		errs = append(errs, fmt.Errorf("Epsilon %v must be finite and ≥ 0", c.Epsilon))
+	}
+	if c.PruneEvery < 1 {
+		errs = append(errs, fmt.Errorf("PruneEvery %d must be ≥ 1", c.PruneEvery))
 	}
 	if c.MaxNodes < 1 || c.MaxNodes > 1<<21 {
 		errs = append(errs, fmt.Errorf("MaxNodes %d must be in [1, 2^21]", c.MaxNodes))
@@ -255,9 +263,13 @@ type Graph struct {
 	nw    []float64
 	pos   []int32
 
+	removals  uint64    // key groups removed so far (IDGeneration)
+	thrActive bool      // thr holds thresholds of a per-node trim
+	degOK     bool      // deg matches base
 	thr       []float64 // per key group: weight of its MaxEdgesPerNode-th heaviest edge at the last trim (decayed)
 	local     localIDs  // kg → id of the summary being applied
 	homeScale float64   // lazy decay of homes and other: actual = stored·homeScale
+	nodeScale float64   // lazy decay of w, r, fb, thr: actual = stored·nodeScale
 
 	cn      [control.MaxNodes]Load
 	senders map[string]*sender
@@ -274,6 +286,7 @@ func NewGraph(cfg GraphConfig) (*Graph, error) {
 	g := &Graph{
 		cfg:       cfg,
 		homeScale: 1,
+		nodeScale: 1,
 		ids:       make(map[control.KeyGroup]NodeID),
 		senders:   make(map[string]*sender),
 	}
@@ -430,8 +443,8 @@ func (g *Graph) Apply(s *messages.AccessSummary) error {
 			continue
 		}
 		g.local.put(n.Kg, id)
-		g.w[id] += n.WriteWeight
-		g.r[id] += n.ReadWeight
+		g.w[id] += n.WriteWeight / g.nodeScale
+		g.r[id] += n.ReadWeight / g.nodeScale
 		if !hasHomes {
 			g.addHome(id, idx, n.WriteWeight+n.ReadWeight)
 		}
@@ -472,7 +485,7 @@ func (g *Graph) Apply(s *messages.AccessSummary) error {
 		l.Redirected += float64(ls.Redirected)
 		for _, c := range ls.FallbackCas {
 			if id := g.node(c.Kg); id >= 0 {
-				g.fb[id] += float64(c.Count)
+				g.fb[id] += float64(c.Count) / g.nodeScale
 			}
 		}
 	}
@@ -618,9 +631,8 @@ func (g *Graph) merge(scale, eps float64, evicted []NodeID) {
 		out = make([]Edge, 0, len(base)+len(pend)+len(base)/4)
 	}
 	checkLive := len(evicted) > 0
-	perNode := g.cfg.MaxEdgesPerNode > 0
-	thr := g.thr
-	clear(g.deg)
+	perNode := g.thrActive // thresholds exist only after a per-node trim
+	thr, ns := g.thr, g.nodeScale
 	emit := func(e Edge) {
 		e.WW, e.WR = e.WW*scale, e.WR*scale
 		u, v := NodeID(e.Key>>32), NodeID(uint32(e.Key))
@@ -629,7 +641,7 @@ func (g *Graph) merge(scale, eps float64, evicted []NodeID) {
 			g.stats.PrunedEdges++
 			return
 		}
-		if perNode && c < thr[u] && c < thr[v] {
+		if perNode && c < thr[u]*ns && c < thr[v]*ns {
 			g.stats.EvictedEdges++ // below both endpoints' per-node thresholds
 			return
 		}
@@ -638,8 +650,6 @@ func (g *Graph) merge(scale, eps float64, evicted []NodeID) {
 			return
 		}
 		out = append(out, e)
-		g.deg[u]++
-		g.deg[v]++
 	}
 	i, j := 0, 0
 	for i < len(base) || j < len(pend) {
@@ -663,6 +673,7 @@ func (g *Graph) merge(scale, eps float64, evicted []NodeID) {
 	g.base, g.next = out, base[:0]
 	g.pend = g.pend[:0]
 	g.csrOK = false
+	g.degOK = false
 
 	// Edge cap: evict the lightest.
 	limit := g.edgeCap()
@@ -685,8 +696,6 @@ func (g *Graph) merge(scale, eps float64, evicted []NodeID) {
 		for _, e := range g.base {
 			c := e.WW + alpha*e.WR
 			if c < threshold || (c == threshold && keepTies == 0) {
-				g.deg[NodeID(e.Key>>32)]--
-				g.deg[NodeID(uint32(e.Key))]--
 				g.stats.EvictedEdges++
 				continue
 			}
@@ -799,22 +808,22 @@ func (g *Graph) trimPerNode() {
 			thr[i] = math.Inf(-1)
 			continue
 		}
-		thr[i] = kthLargest(ws[lo:hi], k)
+		thr[i] = kthLargest(ws[lo:hi], k) / g.nodeScale // stored like node weights
 	}
 	j := 0
 	for _, e := range g.base {
 		c := e.WW + alpha*e.WR
 		u, v := NodeID(e.Key>>32), NodeID(uint32(e.Key))
-		if c >= thr[u] || c >= thr[v] {
+		if c >= thr[u]*g.nodeScale || c >= thr[v]*g.nodeScale {
 			g.base[j] = e
 			j++
 			continue
 		}
-		g.deg[u]--
-		g.deg[v]--
 		g.stats.EvictedEdges++
 	}
 	g.base = g.base[:j]
+	g.thrActive = true
+	g.degOK = false
 	g.off, g.nw, g.pos = off, ws, pos
 	g.csrOK = false
 }
@@ -914,15 +923,18 @@ func (g *Graph) Tick() {
 		l.Redirected *= lam
 	}
 
-	// Decay nodes.
-	for id := range g.kg {
-		if !g.live[id] {
-			continue
+	// Node weights (and per-node edge thresholds) decay lazily: a global
+	// scale, folded into the arrays when it gets small.
+	g.nodeScale *= lam
+	if g.nodeScale < 1e-100 {
+		f := g.nodeScale
+		for id := range g.kg {
+			g.w[id] *= f
+			g.r[id] *= f
+			g.fb[id] *= f
+			g.thr[id] *= f
 		}
-		g.w[id] *= lam
-		g.r[id] *= lam
-		g.fb[id] *= lam
-		g.thr[id] *= lam
+		g.nodeScale = 1
 	}
 	// Home weights only matter relative to each other (P(home)), so they
 	// decay lazily: a global scale, folded into the entries when it gets
@@ -980,22 +992,46 @@ func (g *Graph) Tick() {
 	g.merge(lam, eps, evicted)
 	g.trimPerNode()
 
-	// Remove evicted and forgotten key groups.
+	// Remove evicted key groups, and every PruneEvery ticks the forgotten
+	// ones (below Epsilon, no edge left).
 	for _, id := range evicted {
 		g.removeNode(id)
 	}
-	for id := range g.kg {
-		if g.live[id] && g.deg[id] == 0 && g.mass(NodeID(id)) < eps {
-			g.removeNode(NodeID(id))
-			g.stats.PrunedNodes++
+	if g.tick%uint64(g.cfg.PruneEvery) == 0 {
+		g.ensureDeg()
+		for id := range g.kg {
+			if g.deg[id] == 0 && g.live[id] && g.mass(NodeID(id)) < eps {
+				g.removeNode(NodeID(id))
+				g.stats.PrunedNodes++
+			}
 		}
 	}
 	g.csrOK = false
 }
 
-func (g *Graph) mass(id NodeID) float64 { return g.w[id] + g.r[id] + g.fb[id] }
+// ensureDeg recounts the key groups' degrees if edges changed since.
+func (g *Graph) ensureDeg() {
+	if g.degOK {
+		return
+	}
+	clear(g.deg)
+	for _, e := range g.base {
+		g.deg[e.Key>>32]++
+		g.deg[uint32(e.Key)]++
+	}
+	g.degOK = true
+}
+
+// mass is W + R + fallback of a key group, in actual units.
+func (g *Graph) mass(id NodeID) float64 { return (g.w[id] + g.r[id] + g.fb[id]) * g.nodeScale }
+
+// IDGeneration counts key group removals: while it is unchanged, every
+// cached (NodeID, key group) pair is still valid, so callers may skip
+// re-checking them with KG.
+func (g *Graph) IDGeneration() uint64 { return g.removals }
 
 func (g *Graph) removeNode(id NodeID) {
+	g.removals++
 	if g.live[id] {
 		g.live[id] = false
 	}
@@ -1021,7 +1057,7 @@ func (g *Graph) Has(kg control.KeyGroup) bool { _, ok := g.ids[kg]; return ok }
 // W returns kg's decayed write weight W(v) (0 if absent).
 func (g *Graph) W(kg control.KeyGroup) float64 {
 	if id, ok := g.ids[kg]; ok {
-		return g.w[id]
+		return g.w[id] * g.nodeScale
 	}
 	return 0
 }
@@ -1029,7 +1065,7 @@ func (g *Graph) W(kg control.KeyGroup) float64 {
 // R returns kg's decayed read weight (0 if absent).
 func (g *Graph) R(kg control.KeyGroup) float64 {
 	if id, ok := g.ids[kg]; ok {
-		return g.r[id]
+		return g.r[id] * g.nodeScale
 	}
 	return 0
 }
@@ -1037,7 +1073,7 @@ func (g *Graph) R(kg control.KeyGroup) float64 {
 // FallbackCAS returns kg's decayed count of locks taken by MN CAS.
 func (g *Graph) FallbackCAS(kg control.KeyGroup) float64 {
 	if id, ok := g.ids[kg]; ok {
-		return g.fb[id]
+		return g.fb[id] * g.nodeScale
 	}
 	return 0
 }
@@ -1162,7 +1198,7 @@ func (g *Graph) TotalWriteWeight() float64 {
 	t := 0.0
 	for id := range g.kg {
 		if g.live[id] {
-			t += g.w[id]
+			t += g.w[id] * g.nodeScale
 		}
 	}
 	return t
@@ -1190,10 +1226,10 @@ func (g *Graph) KG(id NodeID) (control.KeyGroup, bool) {
 }
 
 // WOf and ROf return the write and read weights of a live id.
-func (g *Graph) WOf(id NodeID) float64 { return g.w[id] }
+func (g *Graph) WOf(id NodeID) float64 { return g.w[id] * g.nodeScale }
 
 // ROf returns the read weight of a live id.
-func (g *Graph) ROf(id NodeID) float64 { return g.r[id] }
+func (g *Graph) ROf(id NodeID) float64 { return g.r[id] * g.nodeScale }
 
 // NeighborsOf returns id's neighbours and combined edge weights (parallel
 // slices, owned by the graph, valid until the next Apply or Tick). The

@@ -210,7 +210,7 @@ func TestDecayExact(t *testing.T) {
 }
 
 func TestEpsilonForgets(t *testing.T) {
-	g := mustGraph(t, nil)
+	g := mustGraph(t, func(c *GraphConfig) { c.PruneEvery = 1 })
 	if err := g.Apply(&messages.AccessSummary{Version: 2, Node: "a", Tick: 1,
 		Nodes:      []*messages.NodeWeight{{Kg: 1, WriteWeight: 1}, {Kg: 2, WriteWeight: 100}},
 		TypedEdges: []*messages.TypedEdge{{A: 1, B: 2, Ww: 1}}}); err != nil {
@@ -451,7 +451,7 @@ func TestGraphConfigValidate(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := GraphConfig{Lambda: 1.5, AlphaWR: -1, Epsilon: math.NaN(), MaxSummaryNodes: -1, MaxSummaryEdges: -1}.Validate()
-	for _, f := range []string{"Lambda", "AlphaWR", "Epsilon", "MaxNodes", "MaxEdges", "TrimFraction", "MaxHomes", "MaxSenders", "MaxSummaryNodes", "MaxSummaryEdges"} {
+	for _, f := range []string{"Lambda", "AlphaWR", "Epsilon", "PruneEvery", "MaxNodes", "MaxEdges", "TrimFraction", "MaxHomes", "MaxSenders", "MaxSummaryNodes", "MaxSummaryEdges"} {
 		if err == nil || !containsStr(err.Error(), f) {
 			t.Errorf("error does not mention %s: %v", f, err)
 		}

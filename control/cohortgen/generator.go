@@ -113,8 +113,10 @@ type cohort struct {
 	sideW, sideIntra   [2]float64
 	seamCut            float64
 	check, touched     bool
-	merged             bool    // created by a merge this Step
-	into               *cohort // the cohort this one merged into this Step
+	parents            []control.CohortID // ids merged into this cohort at mergedAt
+	mergedAt, resetAt  uint64             // ticks of its last merge, of its last split/refinement
+	merged             bool               // created by a merge this Step
+	into               *cohort            // the cohort this one merged into this Step
 	edges              []ledge
 	publishedLastTick  bool
 	publishedVersion   uint64
@@ -158,6 +160,8 @@ type Generator struct {
 
 	splitCursor control.CohortID
 	offered     *RefineResult
+	lastGraph   *accessgraph.Graph
+	lastGen     uint64
 
 	// scratch
 	cohortOf []int32 // graph NodeID → index in cohorts, −1
@@ -187,8 +191,6 @@ type events struct {
 	merged  []Merge
 	split   []Split
 	refined []Refined
-	lineage map[control.CohortID]control.CohortID // merged parent → child id
-	reset   map[control.CohortID]bool             // ids whose streaks restart
 	stats   Stats
 }
 
@@ -237,7 +239,7 @@ func (gen *Generator) newID() control.CohortID {
 func (gen *Generator) Step(g *accessgraph.Graph) Output {
 	gen.tick++
 	cfg := &gen.cfg
-	gen.ev = events{lineage: map[control.CohortID]control.CohortID{}, reset: map[control.CohortID]bool{}}
+	gen.ev = events{}
 	ev := &gen.ev
 	out := Output{Tick: gen.tick}
 
@@ -343,6 +345,9 @@ func (gen *Generator) Step(g *accessgraph.Graph) Output {
 // cohorts.
 func (gen *Generator) refresh(g *accessgraph.Graph) {
 	drop := gen.cfg.DropFactor * gen.cfg.MinWeight
+	// Cached graph ids stay valid while the graph removed no key group.
+	verify := g != gen.lastGraph || g.IDGeneration() != gen.lastGen
+	gen.lastGraph, gen.lastGen = g, g.IDGeneration()
 	for _, c := range gen.cohorts {
 		c.touched, c.check, c.merged, c.into = false, false, false, nil
 		c.w = 0
@@ -351,7 +356,7 @@ func (gen *Generator) refresh(g *accessgraph.Graph) {
 		k := 0
 		for j, kg := range c.kgs {
 			gid := c.gids[j]
-			if cur, ok := g.KG(gid); !ok || cur != kg {
+			if cur, ok := g.KG(gid); verify && (!ok || cur != kg) {
 				if id, ok := g.ID(kg); ok {
 					gid = id
 				} else {
@@ -385,7 +390,6 @@ func (gen *Generator) refresh(g *accessgraph.Graph) {
 			}
 			if k == 0 {
 				c.dead = true
-				gen.ev.reset[c.id] = true
 			}
 		}
 	}
@@ -653,7 +657,7 @@ func (gen *Generator) evalMerges() {
 		}
 		gen.ev.stats.MergeCandidates++
 		key := mkPair(ca.id, cb.id)
-		s := gen.streaks[key] + 1
+		s := gen.prevStreak(ca, cb) + 1
 		gen.newStr[key] = s
 		if s < cfg.PersistWindows {
 			return
@@ -664,6 +668,30 @@ func (gen *Generator) evalMerges() {
 		gen.cands = append(gen.cands, mergeCand{a, b, m})
 	})
 	gen.streaks, gen.newStr = gen.newStr, gen.streaks
+}
+
+// prevStreak is the streak of (a, b) up to the previous window. Streaks
+// are keyed by the ids the cohorts had when evaluated; a cohort merged in
+// the previous Step inherits the largest streak of its parents, and one
+// produced by a split, separation or refinement starts from zero.
+func (gen *Generator) prevStreak(a, b *cohort) int {
+	last := gen.tick - 1
+	if a.resetAt == last || b.resetAt == last {
+		return 0
+	}
+	ids := func(c *cohort) []control.CohortID {
+		if c.mergedAt == last && len(c.parents) > 0 {
+			return c.parents
+		}
+		return []control.CohortID{c.id}
+	}
+	best := 0
+	for _, x := range ids(a) {
+		for _, y := range ids(b) {
+			best = max(best, gen.streaks[mkPair(x, y)])
+		}
+	}
+	return best
 }
 
 // merge replaces a and b by their union, whose seam records the two sides.
@@ -686,8 +714,14 @@ func (gen *Generator) merge(a, b *cohort) {
 	a.dead, b.dead = true, true
 	a.touched, b.touched = true, true
 	a.into, b.into = m, m
-	gen.ev.lineage[a.id] = m.id
-	gen.ev.lineage[b.id] = m.id
+	idsNow := func(c *cohort) []control.CohortID {
+		if c.mergedAt == gen.tick {
+			return c.parents
+		}
+		return []control.CohortID{c.id}
+	}
+	m.parents = append(slices.Clone(idsNow(a)), idsNow(b)...)
+	m.mergedAt = gen.tick
 	gen.ev.merged = append(gen.ev.merged, Merge{Into: m.id, From: sortedIDs(a.id, b.id)})
 	gen.ev.stats.Merges++
 	gen.adopt(m)
@@ -707,7 +741,6 @@ func (gen *Generator) split(c *cohort, inA []bool, separation bool) {
 		p.w += c.mw[i]
 	}
 	c.dead, c.touched = true, true
-	gen.ev.reset[c.id] = true
 	used := map[*cohort]bool{}
 	order := parts
 	if len(parts[1].kgs) > len(parts[0].kgs) || (len(parts[1].kgs) == len(parts[0].kgs) && parts[1].w > parts[0].w) {
@@ -715,7 +748,7 @@ func (gen *Generator) split(c *cohort, inA []bool, separation bool) {
 	}
 	for _, p := range order {
 		p.id, p.version, _ = gen.inheritID(p.kgs, []*cohort{c}, used)
-		gen.ev.reset[p.id] = true
+		p.resetAt = gen.tick
 	}
 	ids := sortedIDs(parts[0].id, parts[1].id)
 	gen.ev.split = append(gen.ev.split, Split{From: c.id, Into: ids, Separation: separation})
@@ -762,8 +795,8 @@ func (gen *Generator) adopt(c *cohort) {
 	gen.cohorts = append(gen.cohorts, c)
 }
 
-// finish drops dead cohorts, restores id order, rekeys merge streaks
-// through the lineage and forgets stale sibling pairs.
+// finish drops dead cohorts, restores id order and forgets stale sibling
+// pairs.
 func (gen *Generator) finish() {
 	live := gen.cohorts[:0]
 	for _, c := range gen.cohorts {
@@ -777,43 +810,6 @@ func (gen *Generator) finish() {
 	clear(gen.byID)
 	for _, c := range gen.cohorts {
 		gen.byID[c.id] = c
-	}
-	// Rekey merge streaks: a merged cohort carries the larger streak of
-	// its parents with each other cohort; split, separated, refined and
-	// retired cohorts start from zero.
-	ev := &gen.ev
-	if len(ev.lineage) > 0 || len(ev.reset) > 0 {
-		clear(gen.newStr)
-		resolve := func(id control.CohortID) (control.CohortID, bool) {
-			n, ok := ev.lineage[id]
-			for hops := 0; ok && hops < 64; hops++ {
-				next, more := ev.lineage[n]
-				if !more || next == n {
-					break
-				}
-				n = next
-			}
-			return n, ok
-		}
-		for k, s := range gen.streaks {
-			la, oka := resolve(k.a)
-			lb, okb := resolve(k.b)
-			if (!oka && ev.reset[k.a]) || (!okb && ev.reset[k.b]) {
-				continue
-			}
-			if !oka {
-				la = k.a
-			}
-			if !okb {
-				lb = k.b
-			}
-			if la == lb || gen.byID[la] == nil || gen.byID[lb] == nil {
-				continue
-			}
-			nk := mkPair(la, lb)
-			gen.newStr[nk] = max(gen.newStr[nk], s)
-		}
-		gen.streaks, gen.newStr = gen.newStr, gen.streaks
 	}
 	for k := range gen.siblings {
 		if gen.byID[k.a] == nil || gen.byID[k.b] == nil {

@@ -384,14 +384,13 @@ func (gen *Generator) applyRefinement(r *RefineResult) {
 	ev := Refined{Gain: r.Gain()}
 	for _, c := range old {
 		c.dead, c.touched = true, true
-		gen.ev.reset[c.id] = true
 		ev.Old = append(ev.Old, c.id)
 	}
 	for i, c := range news {
 		if !usedN[i] {
 			c.id, c.version = gen.newID(), 1
 		}
-		gen.ev.reset[c.id] = true
+		c.resetAt = gen.tick
 		ev.New = append(ev.New, c.id)
 		gen.adopt(c)
 	}
