@@ -193,19 +193,23 @@ func benchStep(b *testing.B, g *accessgraph.Graph, gen *Generator, wl *workload,
 //
 //	go test ./control/cohortgen -run XXX -bench Step -benchtime 20x -v
 func BenchmarkStep(b *testing.B) {
-	b.Run("tpcc9216", func(b *testing.B) {
-		g, err := accessgraph.NewGraph(accessgraph.DefaultGraphConfig())
-		if err != nil {
-			b.Fatal(err)
-		}
-		gen, err := New(DefaultConfig())
-		if err != nil {
-			b.Fatal(err)
-		}
-		// 8 CNs × 256 sampled transactions per tick (the profilers
-		// default MaxSamplesPerWindow).
-		benchStep(b, g, gen, newWorkload(b, 8, 8*256, tpcc9216), 60)
-	})
+	for _, perNode := range []int{16, 8} {
+		b.Run(fmt.Sprintf("tpcc9216/edgesPerNode=%d", perNode), func(b *testing.B) {
+			gcfg := accessgraph.DefaultGraphConfig()
+			gcfg.MaxEdgesPerNode = perNode
+			g, err := accessgraph.NewGraph(gcfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			gen, err := New(DefaultConfig())
+			if err != nil {
+				b.Fatal(err)
+			}
+			// 8 CNs × 256 sampled transactions per tick (the profilers'
+			// default MaxSamplesPerWindow).
+			benchStep(b, g, gen, newWorkload(b, 8, 8*256, tpcc9216), 60)
+		})
+	}
 	b.Run("clusters1M", func(b *testing.B) {
 		g, err := accessgraph.NewGraph(accessgraph.DefaultGraphConfig())
 		if err != nil {

@@ -160,12 +160,14 @@ type Generator struct {
 
 	splitCursor control.CohortID
 	offered     *RefineResult
+	sorted      int // length of the id-sorted prefix of cohorts during a Step
 	lastGraph   *accessgraph.Graph
 	lastGen     uint64
 
 	// scratch
-	cohortOf []int32 // graph NodeID → index in cohorts, −1
-	localIdx []int32 // graph NodeID → member index
+	cohortOf []int32  // graph NodeID → index in cohorts (valid where tracked)
+	tracked  []uint64 // bitset of graph NodeIDs in a cohort
+	localIdx []int32  // graph NodeID → member index
 	pairs    pairTable
 	lg       localGraph
 	inA      []bool
@@ -246,6 +248,7 @@ func (gen *Generator) Step(g *accessgraph.Graph) Output {
 	gen.refresh(g)
 	gen.index(g)
 	gen.admit(g)
+	gen.sorted = len(gen.cohorts)
 	gen.schedule()
 	gen.edgePass(g)
 	gen.evalMerges()
@@ -410,22 +413,40 @@ func (gen *Generator) compact() {
 	gen.cohorts = live
 }
 
-// index maps graph ids to cohort positions and member indices.
+// index maps graph ids to cohort positions and member indices: a bitset
+// of tracked ids (small enough to stay in cache at a million key groups)
+// guards cohortOf and localIdx, which are written for members only.
 func (gen *Generator) index(g *accessgraph.Graph) {
 	n := g.NumIDs()
-	gen.cohortOf = resizeI(gen.cohortOf, n)
-	gen.localIdx = resizeI(gen.localIdx, n)
-	for i := range gen.cohortOf {
-		gen.cohortOf[i] = -1
+	if cap(gen.cohortOf) < n {
+		gen.cohortOf = make([]int32, n, n+n/4)
+		gen.localIdx = make([]int32, n, n+n/4)
 	}
+	gen.cohortOf, gen.localIdx = gen.cohortOf[:n], gen.localIdx[:n]
+	words := (n + 63) / 64
+	if cap(gen.tracked) < words {
+		gen.tracked = make([]uint64, words)
+	}
+	gen.tracked = gen.tracked[:words]
+	clear(gen.tracked)
 	for i, c := range gen.cohorts {
 		for j, gid := range c.gids {
 			if gid >= 0 {
 				gen.cohortOf[gid] = int32(i)
 				gen.localIdx[gid] = int32(j)
+				gen.tracked[gid>>6] |= 1 << (gid & 63)
 			}
 		}
 	}
+}
+
+// slotOf returns the position in cohorts of the cohort holding graph id
+// gid, or −1.
+func (gen *Generator) slotOf(gid accessgraph.NodeID) int32 {
+	if gen.tracked[gid>>6]&(1<<(gid&63)) == 0 {
+		return -1
+	}
+	return gen.cohortOf[gid]
 }
 
 // admit turns hot key groups that are in no cohort into singleton cohorts,
@@ -448,7 +469,7 @@ func (gen *Generator) admit(g *accessgraph.Graph) {
 	cands := gen.admitBuf[:0]
 	for id := range g.NumIDs() {
 		gid := accessgraph.NodeID(id)
-		if gen.cohortOf[gid] >= 0 {
+		if gen.slotOf(gid) >= 0 {
 			continue
 		}
 		if w := g.WOf(gid); w >= gen.cfg.MinWeight {
@@ -490,6 +511,7 @@ func (gen *Generator) admit(g *accessgraph.Graph) {
 			mw: []float64{cd.w}, w: cd.w, version: 1}
 		gen.cohortOf[cd.gid] = int32(len(gen.cohorts))
 		gen.localIdx[cd.gid] = 0
+		gen.tracked[cd.gid>>6] |= 1 << (cd.gid & 63)
 		gen.cohorts = append(gen.cohorts, c)
 		gen.byID[c.id] = c
 		gen.ev.stats.Born++
@@ -598,18 +620,14 @@ func (gen *Generator) edgePass(g *accessgraph.Graph) {
 	}
 	gen.pairs.reset()
 	maxSize := int32(gen.cfg.MaxCohortSize)
-	cohortOf, localIdx, cohorts := gen.cohortOf, gen.localIdx, gen.cohorts
+	cohortOf, localIdx, cohorts, tracked := gen.cohortOf, gen.localIdx, gen.cohorts, gen.tracked
 	alpha := g.Config().AlphaWR
 	for _, e := range g.EdgeList() {
 		u, v := accessgraph.EdgeEnds(e.Key)
-		cu := cohortOf[u]
-		if cu < 0 {
+		if tracked[u>>6]&(1<<(u&63)) == 0 || tracked[v>>6]&(1<<(v&63)) == 0 {
 			continue
 		}
-		cv := cohortOf[v]
-		if cv < 0 {
-			continue
-		}
+		cu, cv := cohortOf[u], cohortOf[v]
 		w := e.WW + alpha*e.WR
 		if cu == cv {
 			intra[cu] += w
@@ -798,19 +816,37 @@ func (gen *Generator) adopt(c *cohort) {
 // finish drops dead cohorts, restores id order and forgets stale sibling
 // pairs.
 func (gen *Generator) finish() {
-	live := gen.cohorts[:0]
-	for _, c := range gen.cohorts {
-		if !c.dead {
-			live = append(live, c)
+	// gen.cohorts[:gen.sorted] is ascending by id; objects created by this
+	// Step's merges, splits and refinements were appended after it.
+	var head, tail []*cohort
+	for i, c := range gen.cohorts {
+		if c.dead {
+			if gen.byID[c.id] == c {
+				delete(gen.byID, c.id)
+			}
+			continue
+		}
+		if i < gen.sorted {
+			head = append(head, c)
+		} else {
+			tail = append(tail, c)
 		}
 	}
-	clear(gen.cohorts[len(live):])
-	gen.cohorts = live
-	slices.SortFunc(gen.cohorts, func(x, y *cohort) int { return cmp.Compare(x.id, y.id) })
-	clear(gen.byID)
-	for _, c := range gen.cohorts {
-		gen.byID[c.id] = c
+	byID := func(x, y *cohort) int { return cmp.Compare(x.id, y.id) }
+	slices.SortFunc(tail, byID)
+	out := gen.cohorts[:0]
+	i, j := 0, 0
+	for i < len(head) || j < len(tail) {
+		if j == len(tail) || (i < len(head) && head[i].id < tail[j].id) {
+			out = append(out, head[i])
+			i++
+		} else {
+			out = append(out, tail[j])
+			j++
+		}
 	}
+	clear(gen.cohorts[len(out):cap(gen.cohorts)])
+	gen.cohorts = out
 	for k := range gen.siblings {
 		if gen.byID[k.a] == nil || gen.byID[k.b] == nil {
 			delete(gen.siblings, k)

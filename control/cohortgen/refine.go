@@ -127,7 +127,7 @@ func (gen *Generator) prepare(g *accessgraph.Graph) *RefineRequest {
 		for _, gid := range gen.cohorts[slot].gids {
 			nb, ws := g.NeighborsOf(gid)
 			for k, v := range nb {
-				d := gen.cohortOf[v]
+				d := gen.slotOf(v)
 				if d < 0 || inRegion[d] {
 					continue
 				}
