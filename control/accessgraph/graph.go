@@ -684,7 +684,7 @@ func (g *Graph) merge(scale, eps float64, evicted []NodeID) {
 			ws = append(ws, e.WW+alpha*e.WR)
 		}
 		g.scratch = ws
-		threshold := kthLargest(ws, target)
+		threshold := KthLargest(ws, target)
 		above := 0
 		for _, c := range ws {
 			if c > threshold {
@@ -808,7 +808,7 @@ func (g *Graph) trimPerNode() {
 			thr[i] = math.Inf(-1)
 			continue
 		}
-		thr[i] = kthLargest(ws[lo:hi], k) / g.nodeScale // stored like node weights
+		thr[i] = KthLargest(ws[lo:hi], k) / g.nodeScale // stored like node weights
 	}
 	j := 0
 	for _, e := range g.base {
@@ -964,7 +964,7 @@ func (g *Graph) Tick() {
 			}
 		}
 		g.scratch = ms
-		threshold := kthLargest(ms, target)
+		threshold := KthLargest(ms, target)
 		keepTies := 0
 		for id := range g.kg {
 			if g.live[id] && g.mass(NodeID(id)) > threshold {

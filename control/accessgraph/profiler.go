@@ -490,7 +490,7 @@ func (p *Profiler) keepHeaviest(es []edgeSlot, keep int) []edgeSlot {
 		ws = append(ws, float64(e.ww)+alpha*float64(e.wr))
 	}
 	p.scratchW = ws
-	threshold := kthLargest(ws, keep)
+	threshold := KthLargest(ws, keep)
 	above := 0
 	for _, e := range es {
 		if float64(e.ww)+alpha*float64(e.wr) > threshold {
@@ -773,9 +773,9 @@ func log2(n int) int {
 	return l
 }
 
-// kthLargest returns the k-th largest value of vs (1 ≤ k ≤ len(vs)),
+// KthLargest returns the k-th largest value of vs (1 ≤ k ≤ len(vs)),
 // reordering vs.
-func kthLargest(vs []float64, k int) float64 {
+func KthLargest(vs []float64, k int) float64 {
 	lo, hi := 0, len(vs)-1
 	target := k - 1
 	for lo < hi {

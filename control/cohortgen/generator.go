@@ -484,7 +484,7 @@ func (gen *Generator) admit(g *accessgraph.Graph) {
 		for i, c := range cands {
 			ws[i] = c.w
 		}
-		threshold := kthLargest(ws, room)
+		threshold := accessgraph.KthLargest(ws, room)
 		gen.self = ws
 		above := 0
 		for _, c := range cands {
@@ -527,48 +527,6 @@ type admitCand struct {
 	gid accessgraph.NodeID
 	kg  control.KeyGroup
 	w   float64
-}
-
-// kthLargest returns the k-th largest value of vs (1 ≤ k ≤ len(vs)),
-// reordering vs.
-func kthLargest(vs []float64, k int) float64 {
-	lo, hi := 0, len(vs)-1
-	target := k - 1
-	for lo < hi {
-		mid := lo + (hi-lo)/2
-		a, b, c := vs[lo], vs[mid], vs[hi]
-		pivot := b
-		if (a >= b) != (b >= c) {
-			if (b >= a) == (a >= c) {
-				pivot = a
-			} else {
-				pivot = c
-			}
-		}
-		i, j := lo, hi
-		for i <= j {
-			for vs[i] > pivot {
-				i++
-			}
-			for vs[j] < pivot {
-				j--
-			}
-			if i <= j {
-				vs[i], vs[j] = vs[j], vs[i]
-				i++
-				j--
-			}
-		}
-		switch {
-		case target <= j:
-			hi = j
-		case target >= i:
-			lo = i
-		default:
-			return vs[target]
-		}
-	}
-	return vs[target]
 }
 
 // schedule picks the cohorts whose best cut is computed this Step: those
@@ -869,7 +827,7 @@ func (gen *Generator) publish(out *Output) {
 			}
 		}
 		ws := append(gen.self[:0], score...)
-		threshold := kthLargest(ws, cfg.MaxCohorts)
+		threshold := accessgraph.KthLargest(ws, cfg.MaxCohorts)
 		gen.self = ws
 		above := 0
 		for _, x := range score {
