@@ -85,13 +85,7 @@ Modes (comma list, run one after another on the same seed): ` + strings.Join(ben
 }
 
 func runBench(cmd *cobra.Command, f *benchFlags) error {
-	f.workloadFlags.seed = &f.seed
-	f.workloadFlags.runTime = func() time.Duration { return f.duration + f.warmup }
-	clients := f.clients
-	if clients == 0 {
-		clients = 8 * f.cns
-	}
-	wl, err := f.workloadFlags.build(f.cns, clients)
+	wl, clients, err := f.workloadFlags.forRun(f.cns, f.clients, &f.seed, f.duration+f.warmup)
 	if err != nil {
 		return err
 	}
@@ -108,10 +102,7 @@ func runBench(cmd *cobra.Command, f *benchFlags) error {
 	}
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	var progress io.Writer = cmd.ErrOrStderr()
-	if f.quiet {
-		progress = nil
-	}
+	progress := progressWriter(cmd, f.quiet)
 	var results []*bench.Result
 	for _, mode := range f.modes {
 		dial, label, cleanup, err := f.memoryNode()

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"strings"
 	"time"
 
@@ -74,20 +73,11 @@ Modes (comma list, each a separate run on the same seed): ` + strings.Join(sim.M
 }
 
 func runSim(cmd *cobra.Command, f *simFlags) error {
-	f.workloadFlags.seed = &f.seed
-	f.workloadFlags.runTime = func() time.Duration { return f.duration + f.warmup }
-	clients := f.clients
-	if clients == 0 {
-		clients = 8 * f.cns
-	}
-	wl, err := f.workloadFlags.build(f.cns, clients)
+	wl, clients, err := f.workloadFlags.forRun(f.cns, f.clients, &f.seed, f.duration+f.warmup)
 	if err != nil {
 		return err
 	}
-	var progress io.Writer = cmd.ErrOrStderr()
-	if f.quiet {
-		progress = nil
-	}
+	progress := progressWriter(cmd, f.quiet)
 	costs := sim.DefaultCosts()
 	costs.OwnerRPC = f.ownerRPC
 	var results []*bench.Result

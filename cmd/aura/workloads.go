@@ -3,10 +3,12 @@ package main
 import (
 	"cmp"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/aura-runtime/aura/workload"
@@ -129,6 +131,27 @@ func (f *workloadFlags) build(cns, clients int) (workload.Workload, error) {
 		return trace.New(cfg)
 	}
 	return nil, fmt.Errorf("unknown --workload %q (want one of %s)", f.name, strings.Join(workloadNames, ", "))
+}
+
+// forRun builds the workload for a run of cns compute nodes and clients
+// closed-loop clients (0 means the default, 8 per node) lasting runTime; it
+// returns the workload and the effective client count.
+func (f *workloadFlags) forRun(cns, clients int, seed *uint64, runTime time.Duration) (workload.Workload, int, error) {
+	f.seed = seed
+	f.runTime = func() time.Duration { return runTime }
+	if clients == 0 {
+		clients = 8 * cns
+	}
+	wl, err := f.build(cns, clients)
+	return wl, clients, err
+}
+
+// progressWriter is where progress lines go: stderr, or nowhere with --quiet.
+func progressWriter(cmd *cobra.Command, quiet bool) io.Writer {
+	if quiet {
+		return nil
+	}
+	return cmd.ErrOrStderr()
 }
 
 func sortedKeys[V any](m map[string]V) []string {
