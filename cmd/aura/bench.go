@@ -162,12 +162,49 @@ func (f *benchFlags) memoryNode() (func(context.Context) (rdma.Device, error), s
 }
 
 func printSummary(w io.Writer, results []*bench.Result) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "mode\tworkload\tcns\tcommitted\ttps\tp50 µs\tp99 µs\tabort %\tatomics/txn\towner rpc/txn\tlocal hit\tremote locks/txn\t")
+	// Ratios against the mn-only baseline (throughput) and the oracle
+	// (remote lock operations) when those modes ran in the same invocation.
+	var base, oracle *bench.Result
 	for _, r := range results {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.0f\t%d\t%d\t%.2f\t%.2f\t%.2f\t%.1f%%\t%.2f\t\n",
-			r.Mode, r.Workload, r.CNs, r.Committed+r.RolledBack, r.ThroughputTPS, r.LatencyUs.P50, r.LatencyUs.P99,
+		switch r.Mode {
+		case "mn-only":
+			base = r
+		case "oracle":
+			oracle = r
+		}
+	}
+	ratio := func(x, y float64) string {
+		if y == 0 {
+			if x == 0 {
+				return "1.00×"
+			}
+			return "–"
+		}
+		return fmt.Sprintf("%.2f×", x/y)
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	head := "mode\tworkload\tcns\tcommitted\ttps\t"
+	if base != nil {
+		head += "tps vs mn-only\t"
+	}
+	head += "p50 µs\tp99 µs\tabort %\tatomics/txn\towner rpc/txn\tlocal hit\tremote locks/txn\t"
+	if oracle != nil {
+		head += "remote vs oracle\t"
+	}
+	head += "cohorts\tmigrations\t"
+	fmt.Fprintln(tw, head)
+	for _, r := range results {
+		line := fmt.Sprintf("%s\t%s\t%d\t%d\t%.0f\t", r.Mode, r.Workload, r.CNs, r.Committed+r.RolledBack, r.ThroughputTPS)
+		if base != nil {
+			line += ratio(r.ThroughputTPS, base.ThroughputTPS) + "\t"
+		}
+		line += fmt.Sprintf("%d\t%d\t%.2f\t%.2f\t%.2f\t%.1f%%\t%.3f\t", r.LatencyUs.P50, r.LatencyUs.P99,
 			100*r.AbortRate, r.AtomicPerTxn, r.OwnerRPCPer, 100*r.LocalHit, r.RemoteLockOps)
+		if oracle != nil {
+			line += ratio(r.RemoteLockOps, oracle.RemoteLockOps) + "\t"
+		}
+		line += fmt.Sprintf("%d\t%d\t", r.Cohorts.Final, r.Migrations.Count)
+		fmt.Fprintln(tw, line)
 	}
 	tw.Flush()
 	for _, r := range results {
