@@ -1,0 +1,658 @@
+package owner
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/aura-runtime/aura/control"
+	"github.com/aura-runtime/aura/messages"
+	"github.com/aura-runtime/aura/occ"
+	"github.com/aura-runtime/aura/rdma"
+	"github.com/aura-runtime/aura/store"
+)
+
+// Route says who grants a key group's locks, as far as this node knows.
+type Route struct {
+	// Owned: the key group is in a cohort with an owner; false means the
+	// MN CAS fallback path.
+	Owned  bool
+	Cohort control.CohortID
+	// Owner is the owner's membership name; Local says it is this node.
+	Owner string
+	Local bool
+	// Epoch is the OwnerMap epoch the route was read from (requests carry it).
+	Epoch uint64
+}
+
+// Resolver maps key groups to their owners at the node's current OwnerMap.
+// It is shared by a node's lockers and must be safe for concurrent use.
+type Resolver interface {
+	Resolve(kg control.KeyGroup) Route
+	// Refresh asks for an OwnerMap of at least epoch atLeast (after a MOVED
+	// or stale-epoch reply). Best effort, bounded by ctx; it may return
+	// without progress.
+	Refresh(ctx context.Context, atLeast uint64)
+}
+
+// Transport carries owner lock RPCs to other nodes. Implementations must be
+// safe for concurrent use; an error means the reply is unknown (the request
+// may or may not have run: it is retried with the same request id, which the
+// owner answers idempotently).
+type Transport interface {
+	Lock(ctx context.Context, node string, req *messages.LockRequest) (*messages.LockReply, error)
+	Unlock(ctx context.Context, node string, req *messages.UnlockRequest) (*messages.UnlockReply, error)
+}
+
+// NodeConfig configures a Node's lockers.
+type NodeConfig struct {
+	// Self is this node's membership name (the requester of its RPCs).
+	Self string
+	// MaxRedirects bounds the MOVED / stale-epoch re-routings of one Acquire
+	// (default 3); past it the lock is refused with occ.LockRedirect.
+	MaxRedirects int
+	// RPCTimeout bounds one attempt of an owner RPC (default 1 s), and
+	// RPCAttempts the attempts, with the same request id (default 2).
+	RPCTimeout  time.Duration
+	RPCAttempts int
+	// ResolveTimeout bounds how long a locker re-reads a lock word whose
+	// CAS outcome was lost with the memory-node connection (default 1 s).
+	ResolveTimeout time.Duration
+}
+
+func (c NodeConfig) withDefaults() NodeConfig {
+	if c.MaxRedirects == 0 {
+		c.MaxRedirects = 3
+	}
+	if c.RPCTimeout == 0 {
+		c.RPCTimeout = time.Second
+	}
+	if c.RPCAttempts == 0 {
+		c.RPCAttempts = 2
+	}
+	if c.ResolveTimeout == 0 {
+		c.ResolveTimeout = time.Second
+	}
+	return c
+}
+
+// NodeStats counts a node's ownership-path events.
+type NodeStats struct {
+	// UnlockFailures are releases that could not be delivered to the owner
+	// (the owner table keeps the holder until it is fenced).
+	UnlockFailures atomic.Uint64
+	// Resolved are owner-path lock-word CASes whose outcome was lost and
+	// settled by re-reading the word; Unresolved stayed unknown past
+	// ResolveTimeout.
+	Resolved, Unresolved atomic.Uint64
+	// Reclaimed are free owner sentinels taken over by a locker.
+	Reclaimed atomic.Uint64
+}
+
+// Node is the owner runtime of one compute node: its owner table service,
+// resolver and transport, shared by the lockers of its coordinators.
+type Node struct {
+	cfg   NodeConfig
+	svc   *Service
+	res   Resolver
+	tr    Transport
+	reqID atomic.Uint64
+	Stats NodeStats
+}
+
+// NewNode returns a node. svc may be nil for a node that owns nothing; tr
+// may be nil for a single-node cluster.
+func NewNode(cfg NodeConfig, svc *Service, res Resolver, tr Transport) (*Node, error) {
+	if res == nil {
+		return nil, errors.New("owner: NewNode needs a Resolver")
+	}
+	if cfg.MaxRedirects < 0 || cfg.RPCAttempts < 0 || cfg.RPCTimeout < 0 || cfg.ResolveTimeout < 0 {
+		return nil, fmt.Errorf("owner: negative NodeConfig field: %+v", cfg)
+	}
+	return &Node{cfg: cfg.withDefaults(), svc: svc, res: res, tr: tr}, nil
+}
+
+// Service returns the node's owner table service (nil if it has none).
+func (n *Node) Service() *Service { return n.svc }
+
+// NewLocker returns an occ.Locker for one coordinator: qp carries the
+// owner-path lock-word verbs and fallback takes the locks of unowned key
+// groups (an occ.CASLocker on its own queue pair, or the atomic actor).
+func (n *Node) NewLocker(qp rdma.QueuePair, fallback occ.Locker) *Locker {
+	return &Locker{n: n, qp: qp, fb: fallback, grants: map[grantKey]grant{}}
+}
+
+type grantKey struct {
+	table uint32
+	key   uint64
+	tag   uint64
+}
+
+type grant struct {
+	route Route
+	epoch uint64
+}
+
+// Locker is an occ.Locker that takes each lock through its key group's
+// owner: the node's own table (occ.PathLocal), a remote owner over the
+// Transport (occ.PathOwnerRPC), or the fallback locker for unowned key
+// groups (occ.PathMNCAS). An owner's grant is then made visible on the
+// memory node by CAS'ing the record's lock word to the held owner sentinel
+// (see the package documentation). Like every occ.Locker it is used by one
+// coordinator goroutine at a time.
+type Locker struct {
+	n      *Node
+	qp     rdma.QueuePair
+	fb     occ.Locker
+	grants map[grantKey]grant
+	wrs    []rdma.WorkRequest
+}
+
+var _ occ.Locker = (*Locker)(nil)
+
+// maxKeysPerRPC splits large owner requests (the table's default bound is 1024).
+const maxKeysPerRPC = 256
+
+// routeGroup is the requests of one Acquire that go to one owner cohort.
+type routeGroup struct {
+	route Route
+	tag   uint64
+}
+
+// ownerGrant is a table grant waiting for its lock word.
+type ownerGrant struct {
+	i       int
+	route   Route
+	epoch   uint64
+	already bool
+}
+
+// Acquire implements occ.Locker.
+func (l *Locker) Acquire(ctx context.Context, reqs []occ.LockRequest, res []occ.LockResult) error {
+	if len(res) != len(reqs) {
+		return fmt.Errorf("owner: %d results for %d lock requests", len(res), len(reqs))
+	}
+	pending := make([]int, len(reqs))
+	for i := range reqs {
+		res[i] = occ.LockResult{}
+		pending[i] = i
+	}
+	hints := map[int]Route{}
+	attempted := false
+	for round := 0; len(pending) > 0; round++ {
+		routes := make(map[int]Route, len(pending))
+		var fb []int
+		groups := map[routeGroup][]int{}
+		var order []routeGroup
+		for _, i := range pending {
+			r, ok := hints[i]
+			if !ok {
+				r = l.n.res.Resolve(reqs[i].KeyGroup)
+			}
+			if r.Owned && !r.Local && l.n.tr == nil || r.Owned && r.Local && l.n.svc == nil {
+				res[i] = occ.LockResult{Status: occ.LockRedirect, Path: occ.PathOwnerRPC}
+				continue
+			}
+			routes[i] = r
+			if !r.Owned {
+				fb = append(fb, i)
+				continue
+			}
+			g := routeGroup{route: r, tag: reqs[i].Tag}
+			if _, ok := groups[g]; !ok {
+				order = append(order, g)
+			}
+			groups[g] = append(groups[g], i)
+		}
+		var again []int
+		reroute := func(idx []int, atLeast uint64, moved *Moved, cohort control.CohortID) {
+			if round >= l.n.cfg.MaxRedirects {
+				for _, i := range idx {
+					res[i] = occ.LockResult{Status: occ.LockRedirect, Path: pathOf(routes[i])}
+				}
+				return
+			}
+			l.n.res.Refresh(ctx, atLeast)
+			for _, i := range idx {
+				delete(hints, i)
+				if moved != nil && l.n.res.Resolve(reqs[i].KeyGroup).Epoch < moved.Epoch {
+					hints[i] = Route{Owned: moved.Owner != "", Cohort: cohort, Owner: moved.Owner,
+						Local: moved.Owner == l.n.cfg.Self, Epoch: moved.Epoch}
+				}
+				again = append(again, i)
+			}
+		}
+		if len(fb) > 0 {
+			err := l.acquireFallback(ctx, reqs, res, fb)
+			if err != nil {
+				if !attempted && len(groups) == 0 {
+					return err
+				}
+				for _, i := range fb {
+					res[i] = occ.LockResult{Status: occ.LockConflict, Path: occ.PathMNCAS}
+				}
+			}
+			attempted = true
+		}
+		var granted []ownerGrant
+		for _, g := range order {
+			idx := groups[g]
+			for start := 0; start < len(idx); start += maxKeysPerRPC {
+				chunk := idx[start:min(start+maxKeysPerRPC, len(idx))]
+				granted = append(granted, l.ask(ctx, reqs, res, g, chunk, reroute)...)
+				attempted = true
+			}
+		}
+		if len(granted) > 0 {
+			l.lockWords(ctx, reqs, res, granted)
+		}
+		pending = again
+	}
+	return nil
+}
+
+func pathOf(r Route) occ.Path {
+	switch {
+	case !r.Owned:
+		return occ.PathMNCAS
+	case r.Local:
+		return occ.PathLocal
+	}
+	return occ.PathOwnerRPC
+}
+
+// ask requests the locks of idx (one cohort, one holder) from the owner's
+// table and returns the grants; refusals are written to res or re-routed.
+func (l *Locker) ask(ctx context.Context, reqs []occ.LockRequest, res []occ.LockResult, g routeGroup, idx []int,
+	reroute func(idx []int, atLeast uint64, moved *Moved, cohort control.CohortID)) []ownerGrant {
+	path := pathOf(g.route)
+	keys := make([]Key, len(idx))
+	for j, i := range idx {
+		keys[j] = reqs[i].Ref
+	}
+	id := l.n.reqID.Add(1)
+	var rep AcquireReply
+	if g.route.Local {
+		r, err := l.n.svc.Acquire(AcquireRequest{Cohort: g.route.Cohort, Epoch: g.route.Epoch, Holder: g.tag,
+			Keys: keys, Requester: l.n.cfg.Self, RequestID: id})
+		if err != nil { // a bound exceeded: refuse, the transaction aborts
+			for _, i := range idx {
+				res[i] = occ.LockResult{Status: occ.LockConflict, Path: path}
+			}
+			return nil
+		}
+		rep = r
+	} else {
+		r, ok := l.lockRPC(ctx, g, keys, id)
+		if !ok {
+			for _, i := range idx {
+				res[i] = occ.LockResult{Status: occ.LockConflict, Path: path}
+			}
+			return nil
+		}
+		rep = r
+	}
+	switch rep.Status {
+	case StatusOK, StatusConflict:
+		already := map[int]bool{}
+		for _, j := range rep.Already {
+			already[j] = true
+		}
+		held := map[int]bool{}
+		var out []ownerGrant
+		for _, j := range rep.Granted {
+			if j < 0 || j >= len(idx) {
+				continue
+			}
+			held[j] = true
+			out = append(out, ownerGrant{i: idx[j], route: g.route, epoch: rep.Epoch, already: already[j]})
+		}
+		for j, i := range idx {
+			if !held[j] {
+				res[i] = occ.LockResult{Status: occ.LockConflict, Path: path}
+			}
+		}
+		return out
+	case StatusMoved:
+		reroute(idx, rep.Moved.Epoch, &rep.Moved, g.route.Cohort)
+	case StatusStaleEpoch, StatusNotOwner:
+		reroute(idx, max(rep.Epoch, g.route.Epoch+1), nil, 0)
+	default: // StatusRetry: frozen or not installed yet; OCC never waits
+		for _, i := range idx {
+			res[i] = occ.LockResult{Status: occ.LockRedirect, Path: path}
+		}
+	}
+	return nil
+}
+
+// lockRPC sends one owner lock request, retrying with the same request id.
+// ok is false when no attempt got an answer; the locks the owner may have
+// granted are then released best effort.
+func (l *Locker) lockRPC(ctx context.Context, g routeGroup, keys []Key, id uint64) (AcquireReply, bool) {
+	req := &messages.LockRequest{TxnId: g.tag, CohortId: g.route.Cohort, Epoch: g.route.Epoch,
+		Records: recordRefs(keys), Requester: l.n.cfg.Self, RequestId: id}
+	for range l.n.cfg.RPCAttempts {
+		c, cancel := context.WithTimeout(ctx, l.n.cfg.RPCTimeout)
+		rep, err := l.n.tr.Lock(c, g.route.Owner, req)
+		cancel()
+		if err != nil || rep == nil {
+			if ctx.Err() != nil {
+				break
+			}
+			continue
+		}
+		out := AcquireReply{Epoch: rep.GetEpoch(), ConflictIndex: int(rep.GetConflictIndex()), ConflictHolder: rep.GetHolderTxnId()}
+		for _, j := range rep.GetGranted() {
+			out.Granted = append(out.Granted, int(j))
+		}
+		switch rep.GetStatus() {
+		case messages.LockStatus_LOCK_STATUS_OK:
+			out.Status = StatusOK
+		case messages.LockStatus_LOCK_STATUS_CONFLICT:
+			out.Status = StatusConflict
+		case messages.LockStatus_LOCK_STATUS_MOVED:
+			out.Status = StatusMoved
+			out.Moved = Moved{Owner: rep.GetMoved().GetOwner(), Epoch: rep.GetMoved().GetEpoch()}
+		case messages.LockStatus_LOCK_STATUS_RETRY:
+			out.Status = StatusRetry
+		case messages.LockStatus_LOCK_STATUS_STALE_EPOCH:
+			out.Status = StatusStaleEpoch
+		default:
+			return AcquireReply{}, false
+		}
+		return out, true
+	}
+	l.unlockRPC(g.route, g.route.Epoch, g.tag, keys)
+	return AcquireReply{}, false
+}
+
+// lockWords makes table grants visible on the memory node: one doorbell
+// with, per grant, CAS(0 → held sentinel) on the lock word and a READ of the
+// slot. A word held by the MN CAS path (a node whose map is stale) or by a
+// holder of another owner or epoch refuses the grant; grants whose word
+// cannot be taken are released in the table again.
+func (l *Locker) lockWords(ctx context.Context, reqs []occ.LockRequest, res []occ.LockResult, gs []ownerGrant) {
+	expect := make([]uint64, len(gs)) // 0: a free lock word
+	todo := make([]int, len(gs))
+	for k := range gs {
+		todo[k] = k
+	}
+	var undo []ownerGrant
+	for attempt := 0; len(todo) > 0; attempt++ {
+		var next []int
+		for start := 0; start < len(todo); start += rdma.MaxBatch / 2 {
+			chunk := todo[start:min(start+rdma.MaxBatch/2, len(todo))]
+			l.wrs = l.wrs[:0]
+			for _, k := range chunk {
+				q := &reqs[gs[k].i]
+				l.wrs = append(l.wrs,
+					rdma.WorkRequest{ID: uint64(k), Op: rdma.OpCompareAndSwap, RKey: q.Table.Region.RKey,
+						RemoteAddr: q.SlotAddr + store.LockOffset, Compare: expect[k], Swap: Sentinel(gs[k].route.Cohort, gs[k].epoch, true)},
+					rdma.WorkRequest{ID: uint64(k), Op: rdma.OpRead, RKey: q.Table.Region.RKey,
+						RemoteAddr: q.SlotAddr, Local: make([]byte, q.Table.SlotSize)})
+			}
+			cs, _ := rdma.Exec(ctx, l.qp, l.wrs...)
+			var unknown []int
+			for j, k := range chunk {
+				g := gs[k]
+				out := &res[g.i]
+				out.Path = pathOf(g.route)
+				if 2*j >= len(cs) || cs[2*j].Status != rdma.StatusSuccess {
+					unknown = append(unknown, k)
+					continue
+				}
+				out.CAS++
+				v := cs[2*j].Value
+				var slot []byte
+				if 2*j+1 < len(cs) && cs[2*j+1].Status == rdma.StatusSuccess {
+					slot = l.wrs[2*j+1].Local
+				}
+				switch {
+				case v == expect[k] || v == Sentinel(g.route.Cohort, g.epoch, true) && g.already:
+					l.granted(reqs, res, g, slot)
+				case attempt == 0 && store.IsOwnerSentinel(v) && !store.SentinelHeld(v):
+					// A free sentinel (this package never writes one; another
+					// design or version might) guards nothing: take it over.
+					out.CASFailed++
+					expect[k] = v
+					next = append(next, k)
+				default: // a CAS tag or a held sentinel: locked by another path or owner
+					out.CASFailed++
+					out.Status, out.LockWord = occ.LockConflict, v
+					undo = append(undo, g)
+				}
+			}
+			if len(unknown) > 0 {
+				undo = append(undo, l.resolve(ctx, reqs, res, gs, unknown)...)
+			}
+		}
+		todo = next
+	}
+	l.release(undo, reqs)
+}
+
+// granted records a granted owner-path lock.
+func (l *Locker) granted(reqs []occ.LockRequest, res []occ.LockResult, g ownerGrant, slot []byte) {
+	q := &reqs[g.i]
+	out := &res[g.i]
+	out.Status, out.Slot, out.Release = occ.LockGranted, slot, 0
+	l.grants[grantKey{uint32(q.Ref.Table), q.Ref.Key, q.Tag}] = grant{route: g.route, epoch: g.epoch}
+}
+
+// resolve settles lock-word CASes whose outcome was lost: it re-reads the
+// slots until ResolveTimeout. While this holder has the table grant nobody
+// else can set the held sentinel of this cohort and epoch, so finding it
+// means our CAS applied. It returns the grants to release in the table.
+// If the memory node stays unreachable the lock is reported LockUnknown and
+// the table grant is kept (it is fenced with the cohort): releasing it could
+// let another holder take the record while our CAS may still land.
+func (l *Locker) resolve(ctx context.Context, reqs []occ.LockRequest, res []occ.LockResult, gs []ownerGrant, ks []int) []ownerGrant {
+	c, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.n.cfg.ResolveTimeout)
+	defer cancel()
+	backoff := time.Millisecond
+	for {
+		wrs := make([]rdma.WorkRequest, len(ks))
+		for j, k := range ks {
+			q := &reqs[gs[k].i]
+			wrs[j] = rdma.WorkRequest{ID: uint64(k), Op: rdma.OpRead, RKey: q.Table.Region.RKey, RemoteAddr: q.SlotAddr, Local: make([]byte, q.Table.SlotSize)}
+		}
+		cs, err := rdma.Exec(c, l.qp, wrs...)
+		if err == nil && rdma.FirstError(cs) == nil {
+			l.n.Stats.Resolved.Add(uint64(len(ks)))
+			var undo []ownerGrant
+			for j, k := range ks {
+				g := gs[k]
+				res[g.i].CAS++
+				w := binary.LittleEndian.Uint64(wrs[j].Local[store.LockOffset:])
+				if w == Sentinel(g.route.Cohort, g.epoch, true) {
+					l.granted(reqs, res, g, wrs[j].Local)
+					continue
+				}
+				res[g.i].CASFailed++
+				res[g.i].Status, res[g.i].LockWord = occ.LockConflict, w
+				undo = append(undo, g)
+			}
+			return undo
+		}
+		select {
+		case <-c.Done():
+			for _, k := range ks {
+				res[gs[k].i] = occ.LockResult{Status: occ.LockUnknown, Path: pathOf(gs[k].route), CAS: 1}
+			}
+			l.n.Stats.Unresolved.Add(uint64(len(ks)))
+			return nil
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 50*time.Millisecond)
+	}
+}
+
+// acquireFallback takes the locks of unowned key groups through the
+// fallback locker. The fallback reports an owner sentinel as LockRedirect: a
+// held one is a lock (an owner's holder, possibly of a cohort since
+// evicted, or this node's map is stale) and stays refused; a free one guards
+// nothing and is taken over by CAS.
+func (l *Locker) acquireFallback(ctx context.Context, reqs []occ.LockRequest, res []occ.LockResult, idx []int) error {
+	if l.fb == nil {
+		for _, i := range idx {
+			res[i] = occ.LockResult{Status: occ.LockRedirect, Path: occ.PathMNCAS}
+		}
+		return nil
+	}
+	sub := make([]occ.LockRequest, len(idx))
+	subRes := make([]occ.LockResult, len(idx))
+	for j, i := range idx {
+		sub[j] = reqs[i]
+	}
+	if err := l.fb.Acquire(ctx, sub, subRes); err != nil {
+		return err
+	}
+	var reclaim []int
+	for j, i := range idx {
+		res[i] = subRes[j]
+		if w := subRes[j].LockWord; subRes[j].Status == occ.LockRedirect && store.IsOwnerSentinel(w) && !store.SentinelHeld(w) {
+			reclaim = append(reclaim, i)
+		}
+	}
+	if len(reclaim) == 0 {
+		return nil
+	}
+	l.wrs = l.wrs[:0]
+	for _, i := range reclaim {
+		q := &reqs[i]
+		l.wrs = append(l.wrs,
+			rdma.WorkRequest{ID: uint64(i), Op: rdma.OpCompareAndSwap, RKey: q.Table.Region.RKey,
+				RemoteAddr: q.SlotAddr + store.LockOffset, Compare: res[i].LockWord, Swap: q.Tag},
+			rdma.WorkRequest{ID: uint64(i), Op: rdma.OpRead, RKey: q.Table.Region.RKey,
+				RemoteAddr: q.SlotAddr, Local: make([]byte, q.Table.SlotSize)})
+	}
+	cs, _ := rdma.Exec(ctx, l.qp, l.wrs...)
+	for j, i := range reclaim {
+		out := &res[i]
+		if 2*j >= len(cs) || cs[2*j].Status != rdma.StatusSuccess {
+			// The CAS to our tag may have applied: the coordinator's abort
+			// releases it by CAS(tag → 0).
+			*out = occ.LockResult{Status: occ.LockUnknown, Path: occ.PathMNCAS, CAS: out.CAS + 1, CASFailed: out.CASFailed}
+			continue
+		}
+		out.CAS++
+		if cs[2*j].Value != out.LockWord {
+			out.CASFailed++
+			out.LockWord = cs[2*j].Value
+			out.Status = occ.LockConflict
+			continue
+		}
+		l.n.Stats.Reclaimed.Add(1)
+		out.Status, out.Release, out.LockWord = occ.LockGranted, 0, 0
+		if 2*j+1 < len(cs) && cs[2*j+1].Status == rdma.StatusSuccess {
+			out.Slot = l.wrs[2*j+1].Local
+		}
+	}
+	return nil
+}
+
+// Released implements occ.Locker: owner-path locks are released in their
+// owner's table (after the coordinator stored the release word 0), the rest
+// are passed to the fallback locker.
+func (l *Locker) Released(reqs []occ.LockRequest, res []occ.LockResult) {
+	var fbReqs []occ.LockRequest
+	var fbRes []occ.LockResult
+	type relKey struct {
+		route Route
+		epoch uint64
+		tag   uint64
+	}
+	rel := map[relKey][]Key{}
+	var order []relKey
+	for i := range reqs {
+		if i >= len(res) || res[i].Status != occ.LockGranted {
+			continue
+		}
+		q := &reqs[i]
+		if res[i].Path == occ.PathMNCAS {
+			fbReqs, fbRes = append(fbReqs, *q), append(fbRes, res[i])
+			continue
+		}
+		gk := grantKey{uint32(q.Ref.Table), q.Ref.Key, q.Tag}
+		g, ok := l.grants[gk]
+		if !ok {
+			continue
+		}
+		delete(l.grants, gk)
+		k := relKey{route: g.route, epoch: g.epoch, tag: q.Tag}
+		if _, ok := rel[k]; !ok {
+			order = append(order, k)
+		}
+		rel[k] = append(rel[k], q.Ref)
+	}
+	for _, k := range order {
+		for start := 0; start < len(rel[k]); start += maxKeysPerRPC {
+			l.releaseKeys(k.route, k.epoch, k.tag, rel[k][start:min(start+maxKeysPerRPC, len(rel[k]))])
+		}
+	}
+	if len(fbReqs) > 0 && l.fb != nil {
+		l.fb.Released(fbReqs, fbRes)
+	}
+}
+
+// release drops table grants whose lock word could not be taken.
+func (l *Locker) release(gs []ownerGrant, reqs []occ.LockRequest) {
+	type relKey struct {
+		route Route
+		epoch uint64
+		tag   uint64
+	}
+	rel := map[relKey][]Key{}
+	var order []relKey
+	for _, g := range gs {
+		if g.already {
+			continue // held before this request; its owner releases it
+		}
+		k := relKey{route: g.route, epoch: g.epoch, tag: reqs[g.i].Tag}
+		if _, ok := rel[k]; !ok {
+			order = append(order, k)
+		}
+		rel[k] = append(rel[k], reqs[g.i].Ref)
+	}
+	for _, k := range order {
+		l.releaseKeys(k.route, k.epoch, k.tag, rel[k])
+	}
+}
+
+func (l *Locker) releaseKeys(r Route, epoch uint64, tag uint64, keys []Key) {
+	if r.Local {
+		if _, err := l.n.svc.Release(ReleaseRequest{Cohort: r.Cohort, Epoch: epoch, Holder: tag, Keys: keys}); err != nil {
+			l.n.Stats.UnlockFailures.Add(1)
+		}
+		return
+	}
+	l.unlockRPC(r, epoch, tag, keys)
+}
+
+// unlockRPC releases locks at a remote owner, best effort: a release that
+// cannot be delivered leaves the holder in the owner's table until it is
+// fenced (the lock word itself is already free).
+func (l *Locker) unlockRPC(r Route, epoch uint64, tag uint64, keys []Key) {
+	req := &messages.UnlockRequest{TxnId: tag, CohortId: r.Cohort, Epoch: epoch, Records: recordRefs(keys),
+		Requester: l.n.cfg.Self, RequestId: l.n.reqID.Add(1)}
+	for range l.n.cfg.RPCAttempts {
+		c, cancel := context.WithTimeout(context.Background(), l.n.cfg.RPCTimeout)
+		rep, err := l.n.tr.Unlock(c, r.Owner, req)
+		cancel()
+		if err == nil && rep != nil {
+			return
+		}
+	}
+	l.n.Stats.UnlockFailures.Add(1)
+}
+
+func recordRefs(keys []Key) []*messages.RecordRef {
+	out := make([]*messages.RecordRef, len(keys))
+	for i, k := range keys {
+		out[i] = &messages.RecordRef{Table: uint32(k.Table), Key: k.Key}
+	}
+	return out
+}

@@ -1,0 +1,89 @@
+package owner
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/aura-runtime/aura/control"
+)
+
+// MapResolver is a Resolver over control.OwnerMap values: owner node i of
+// the map is Names[i]. Key groups in no cohort route to the MN CAS path (the
+// map's warehouse fallback table decides routing of transactions, not lock
+// paths). Safe for concurrent use.
+type MapResolver struct {
+	self  string
+	names []string
+	fetch func(ctx context.Context) (*control.OwnerMap, error)
+
+	mu        sync.RWMutex
+	installed bool
+	epoch     uint64
+	kgs       map[control.KeyGroup]placement
+}
+
+type placement struct {
+	cohort control.CohortID
+	owner  int
+}
+
+// NewMapResolver returns a resolver for node self. fetch, if not nil, is
+// called by Refresh to get a newer map (for example from the OwnerMap
+// subscription); Update installs maps pushed to the node.
+func NewMapResolver(self string, names []string, fetch func(ctx context.Context) (*control.OwnerMap, error)) *MapResolver {
+	return &MapResolver{self: self, names: names, fetch: fetch, kgs: map[control.KeyGroup]placement{}}
+}
+
+// Update installs m if it is newer than the current map (epochs only grow;
+// an older or equal epoch is ignored).
+func (r *MapResolver) Update(m *control.OwnerMap) error {
+	if err := m.Validate(); err != nil {
+		return err
+	}
+	kgs := make(map[control.KeyGroup]placement)
+	for _, p := range m.Cohorts {
+		if p.Owner >= len(r.names) {
+			return fmt.Errorf("owner: epoch %d: cohort %d owner %d has no name", m.Epoch, p.ID, p.Owner)
+		}
+		for _, kg := range p.KeyGroups {
+			kgs[kg] = placement{cohort: p.ID, owner: p.Owner}
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.installed && m.Epoch <= r.epoch {
+		return nil
+	}
+	r.installed, r.epoch, r.kgs = true, m.Epoch, kgs
+	return nil
+}
+
+// Epoch returns the installed map's epoch.
+func (r *MapResolver) Epoch() uint64 {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.epoch
+}
+
+// Resolve implements Resolver.
+func (r *MapResolver) Resolve(kg control.KeyGroup) Route {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	p, ok := r.kgs[kg]
+	if !ok {
+		return Route{Epoch: r.epoch}
+	}
+	name := r.names[p.owner]
+	return Route{Owned: true, Cohort: p.cohort, Owner: name, Local: name == r.self, Epoch: r.epoch}
+}
+
+// Refresh implements Resolver.
+func (r *MapResolver) Refresh(ctx context.Context, atLeast uint64) {
+	if r.fetch == nil || r.Epoch() >= atLeast {
+		return
+	}
+	if m, err := r.fetch(ctx); err == nil && m != nil {
+		_ = r.Update(m)
+	}
+}

@@ -1,0 +1,120 @@
+package owner
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/aura-runtime/aura/messages"
+	"github.com/aura-runtime/aura/txn"
+)
+
+// Service is a node's owner table shared by its coordinators (the LOCAL
+// path) and its owner RPC handler (requests from other nodes): a Table
+// behind a mutex, with the clock the Table does not have.
+type Service struct {
+	mu  sync.Mutex
+	t   *Table
+	now func() int64
+}
+
+// NewService wraps t; nowMicros is the clock stamped on requests.
+func NewService(t *Table, nowMicros func() int64) *Service {
+	return &Service{t: t, now: nowMicros}
+}
+
+// Do runs f with the table locked (install, freeze, drain, fence, retire).
+func (s *Service) Do(f func(t *Table) error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return f(s.t)
+}
+
+// Acquire runs Table.Acquire at the current time.
+func (s *Service) Acquire(req AcquireRequest) (AcquireReply, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	req.NowMicros = s.now()
+	return s.t.Acquire(req)
+}
+
+// Release runs Table.Release.
+func (s *Service) Release(req ReleaseRequest) (ReleaseReply, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.t.Release(req)
+}
+
+func keysOf(rs []*messages.RecordRef) ([]Key, error) {
+	keys := make([]Key, len(rs))
+	for i, r := range rs {
+		if r == nil {
+			return nil, fmt.Errorf("%w: record %d is nil", ErrBadRequest, i)
+		}
+		keys[i] = Key{Table: txn.TableID(r.GetTable()), Key: r.GetKey()}
+	}
+	return keys, nil
+}
+
+// HandleLock serves an owner lock RPC (messages.LockRequest): txn_id is the
+// holder (the attempt's CAS tag, see Holder).
+func (s *Service) HandleLock(req *messages.LockRequest) *messages.LockReply {
+	out := &messages.LockReply{RequestId: req.GetRequestId()}
+	keys, err := keysOf(req.GetRecords())
+	if err != nil {
+		out.Status, out.Error = messages.LockStatus_LOCK_STATUS_ERROR, err.Error()
+		return out
+	}
+	rep, err := s.Acquire(AcquireRequest{Cohort: req.GetCohortId(), Epoch: req.GetEpoch(), Holder: req.GetTxnId(),
+		Keys: keys, Requester: req.GetRequester(), RequestID: req.GetRequestId()})
+	if err != nil {
+		out.Status, out.Error = messages.LockStatus_LOCK_STATUS_ERROR, err.Error()
+		return out
+	}
+	out.Epoch = rep.Epoch
+	for _, i := range rep.Granted {
+		out.Granted = append(out.Granted, uint32(i))
+	}
+	switch rep.Status {
+	case StatusOK:
+		out.Status = messages.LockStatus_LOCK_STATUS_OK
+	case StatusConflict:
+		out.Status = messages.LockStatus_LOCK_STATUS_CONFLICT
+		out.ConflictIndex, out.HolderTxnId = uint32(rep.ConflictIndex), rep.ConflictHolder
+	case StatusMoved:
+		out.Status = messages.LockStatus_LOCK_STATUS_MOVED
+		out.Moved = &messages.Moved{Owner: rep.Moved.Owner, Epoch: rep.Moved.Epoch, CohortId: req.GetCohortId()}
+	case StatusRetry:
+		out.Status = messages.LockStatus_LOCK_STATUS_RETRY
+		out.RetryAfterMicros = uint64(rep.RetryAfterMicros)
+	default: // StatusStaleEpoch, StatusNotOwner
+		out.Status = messages.LockStatus_LOCK_STATUS_STALE_EPOCH
+	}
+	return out
+}
+
+// HandleUnlock serves an owner unlock RPC (messages.UnlockRequest).
+func (s *Service) HandleUnlock(req *messages.UnlockRequest) *messages.UnlockReply {
+	out := &messages.UnlockReply{RequestId: req.GetRequestId()}
+	keys, err := keysOf(req.GetRecords())
+	if err != nil {
+		out.Status, out.Error = messages.LockStatus_LOCK_STATUS_ERROR, err.Error()
+		return out
+	}
+	rep, err := s.Release(ReleaseRequest{Cohort: req.GetCohortId(), Epoch: req.GetEpoch(), Holder: req.GetTxnId(),
+		Keys: keys, All: req.GetAll()})
+	if err != nil {
+		out.Status, out.Error = messages.LockStatus_LOCK_STATUS_ERROR, err.Error()
+		return out
+	}
+	out.Epoch, out.Released = rep.Epoch, uint32(rep.Released)
+	switch rep.Status {
+	case StatusOK:
+		out.Status = messages.LockStatus_LOCK_STATUS_OK
+	case StatusMoved:
+		out.Status = messages.LockStatus_LOCK_STATUS_MOVED
+		out.Moved = &messages.Moved{Owner: rep.Moved.Owner, Epoch: rep.Moved.Epoch, CohortId: req.GetCohortId()}
+	default:
+		out.Status = messages.LockStatus_LOCK_STATUS_STALE_EPOCH
+	}
+	return out
+}

@@ -1,0 +1,139 @@
+package actors
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/aura-runtime/aura/actors/owner"
+	"github.com/aura-runtime/aura/messages"
+)
+
+// OwnerActorName is the name under which every node registers its owner
+// endpoint; a peer's endpoint is the PID (peer's remote address, this name).
+const OwnerActorName = "owner"
+
+// ownerActor serves a node's owner lock table to other nodes. The Service
+// does the work under its own mutex, so one actor per node suffices: a lock
+// request costs a few microseconds of table work.
+type ownerActor struct{ svc *owner.Service }
+
+func (a *ownerActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *messages.LockRequest:
+		ctx.Respond(a.svc.HandleLock(m))
+	case *messages.UnlockRequest:
+		ctx.Respond(a.svc.HandleUnlock(m))
+	}
+}
+
+// SpawnOwnerEndpoint registers svc as system's owner endpoint, with a
+// bounded mailbox.
+func SpawnOwnerEndpoint(system *actor.ActorSystem, svc *owner.Service, mailboxSize int) (*actor.PID, error) {
+	if svc == nil {
+		return nil, fmt.Errorf("owner endpoint: nil service")
+	}
+	props := actor.PropsFromProducer(func() actor.Actor { return &ownerActor{svc: svc} },
+		actor.WithMailbox(actor.Bounded(mailboxSize)))
+	pid, err := system.Root.SpawnNamed(props, OwnerActorName)
+	if err != nil {
+		return nil, fmt.Errorf("owner endpoint: %w", err)
+	}
+	return pid, nil
+}
+
+// AddressBook maps a node's membership name to its remote address
+// (host:port). cluster.Membership provides it from the members' metadata.
+type AddressBook interface {
+	RemoteAddress(node string) (string, bool)
+}
+
+// AddressBookFunc adapts a function to AddressBook.
+type AddressBookFunc func(node string) (string, bool)
+
+// RemoteAddress implements AddressBook.
+func (f AddressBookFunc) RemoteAddress(node string) (string, bool) { return f(node) }
+
+// RemoteTransport carries owner lock RPCs to other nodes' owner endpoints
+// through protoactor remote, each request through Call (per-attempt timeout,
+// jittered exponential backoff, bounded attempts). It implements
+// owner.Transport.
+type RemoteTransport struct {
+	root  *actor.RootContext
+	book  AddressBook
+	cfg   CallConfig
+	mu    sync.Mutex
+	rng   *rand.Rand
+	cache map[string]*actor.PID
+}
+
+// NewRemoteTransport returns a transport sending from system's root context.
+func NewRemoteTransport(system *actor.ActorSystem, book AddressBook, cfg CallConfig, seed uint64) (*RemoteTransport, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &RemoteTransport{root: system.Root, book: book, cfg: cfg,
+		rng: rand.New(rand.NewPCG(seed, 0x6f776e6572)), cache: map[string]*actor.PID{}}, nil
+}
+
+// UnknownNodeError is returned for a node the address book does not know.
+type UnknownNodeError struct{ Node string }
+
+func (e *UnknownNodeError) Error() string { return fmt.Sprintf("owner rpc: unknown node %q", e.Node) }
+
+func (t *RemoteTransport) pid(node string) (*actor.PID, *rand.Rand, error) {
+	addr, ok := t.book.RemoteAddress(node)
+	if !ok {
+		return nil, nil, &UnknownNodeError{Node: node}
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	p := t.cache[node]
+	if p == nil || p.Address != addr {
+		// A restarted node comes back at a new address: the cached PID is
+		// replaced as soon as the address book says so.
+		p = actor.NewPID(addr, OwnerActorName)
+		t.cache[node] = p
+	}
+	// Each call gets its own generator so calls do not serialise on one.
+	return p, rand.New(rand.NewPCG(t.rng.Uint64(), t.rng.Uint64())), nil
+}
+
+// Lock implements owner.Transport.
+func (t *RemoteTransport) Lock(ctx context.Context, node string, req *messages.LockRequest) (*messages.LockReply, error) {
+	pid, rng, err := t.pid(node)
+	if err != nil {
+		return nil, err
+	}
+	r, err := Call(ctx, t.root, pid, req, t.cfg, rng)
+	if err != nil {
+		return nil, err
+	}
+	rep, ok := r.(*messages.LockReply)
+	if !ok {
+		return nil, fmt.Errorf("owner rpc: %s answered a lock request with %T", node, r)
+	}
+	return rep, nil
+}
+
+// Unlock implements owner.Transport.
+func (t *RemoteTransport) Unlock(ctx context.Context, node string, req *messages.UnlockRequest) (*messages.UnlockReply, error) {
+	pid, rng, err := t.pid(node)
+	if err != nil {
+		return nil, err
+	}
+	r, err := Call(ctx, t.root, pid, req, t.cfg, rng)
+	if err != nil {
+		return nil, err
+	}
+	rep, ok := r.(*messages.UnlockReply)
+	if !ok {
+		return nil, fmt.Errorf("owner rpc: %s answered an unlock request with %T", node, r)
+	}
+	return rep, nil
+}
+
+var _ owner.Transport = (*RemoteTransport)(nil)

@@ -1,0 +1,108 @@
+package actors
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/remote"
+)
+
+// RemoteConfig configures a node's protoactor remote endpoint (gRPC over
+// TCP), through which its actors receive requests from other nodes.
+type RemoteConfig struct {
+	// ListenAddr is the host:port to listen on. Port 0 picks a free port
+	// (tests). Required.
+	ListenAddr string
+	// AdvertiseAddr is the host:port other nodes use to reach this one, when
+	// it differs from the listening address (NAT, 0.0.0.0). Default: the
+	// listening address actually bound.
+	AdvertiseAddr string
+	// WriterQueueSize bounds the messages queued per peer endpoint before
+	// they are sent. Default 16,384 (protoactor's default is 1,000,000, which
+	// on a partitioned peer lets a node buffer gigabytes before anyone
+	// notices; past the bound the request times out and the caller's
+	// retry/backoff takes over).
+	WriterQueueSize int
+	// ManagerQueueSize bounds the endpoint manager's queue of connection
+	// events. Default 16,384, for the same reason.
+	ManagerQueueSize int
+}
+
+// DefaultRemoteConfig returns the defaults documented on RemoteConfig.
+func DefaultRemoteConfig(listen string) RemoteConfig {
+	return RemoteConfig{ListenAddr: listen, WriterQueueSize: 1 << 14, ManagerQueueSize: 1 << 14}
+}
+
+// Validate reports every problem at once.
+func (c RemoteConfig) Validate() error {
+	var errs []error
+	if _, _, err := splitHostPort(c.ListenAddr); err != nil {
+		errs = append(errs, fmt.Errorf("remote: ListenAddr %q: %w", c.ListenAddr, err))
+	}
+	if c.AdvertiseAddr != "" {
+		if _, p, err := splitHostPort(c.AdvertiseAddr); err != nil || p == 0 {
+			errs = append(errs, fmt.Errorf("remote: AdvertiseAddr %q: want host:port with a non-zero port", c.AdvertiseAddr))
+		}
+	}
+	if c.WriterQueueSize < 1 || c.ManagerQueueSize < 1 {
+		errs = append(errs, fmt.Errorf("remote: queue sizes %d/%d must be positive", c.WriterQueueSize, c.ManagerQueueSize))
+	}
+	return errors.Join(errs...)
+}
+
+func splitHostPort(addr string) (string, int, error) {
+	h, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, err
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil || port < 0 || port > 65535 {
+		return "", 0, fmt.Errorf("port %q out of range", p)
+	}
+	return h, port, nil
+}
+
+// Remote is a started remote endpoint.
+type Remote struct {
+	r    *remote.Remote
+	addr string
+}
+
+// StartRemote starts system's remote endpoint. protoactor's Remote.Start
+// panics when it cannot listen; StartRemote turns that into an error.
+func StartRemote(system *actor.ActorSystem, cfg RemoteConfig) (rem *Remote, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	host, port, _ := splitHostPort(cfg.ListenAddr)
+	opts := []remote.ConfigOption{
+		remote.WithEndpointWriterQueueSize(cfg.WriterQueueSize),
+		remote.WithEndpointManagerQueueSize(cfg.ManagerQueueSize),
+	}
+	if cfg.AdvertiseAddr != "" {
+		opts = append(opts, remote.WithAdvertisedHost(cfg.AdvertiseAddr))
+	}
+	r := remote.NewRemote(system, remote.Configure(host, port, opts...))
+	defer func() {
+		if p := recover(); p != nil {
+			rem, err = nil, fmt.Errorf("remote: start on %s: %v", cfg.ListenAddr, p)
+		}
+	}()
+	r.Start()
+	return &Remote{r: r, addr: system.Address()}, nil
+}
+
+// Address is the address other nodes use to reach this endpoint.
+func (r *Remote) Address() string { return r.addr }
+
+// Shutdown stops the endpoint's server. It uses protoactor's non-graceful
+// stop: at the pinned version the graceful path (endpoint manager stop) races
+// with endpoint-writer goroutines that are still publishing connection events
+// (seen under -race), and may wait up to 10 s for gRPC. Nothing is lost by
+// not flushing: every cross-node request goes through Call, which retries or
+// reports the peer unreachable, and a node hands its cohorts off before it
+// stops its endpoint.
+func (r *Remote) Shutdown() { r.r.Shutdown(false) }

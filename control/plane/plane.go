@@ -1,0 +1,307 @@
+// Package plane is the planner's control loop as one pure state machine: it
+// applies the compute nodes' ACCESS_SUMMARY heartbeats to the decayed global
+// access graph and, once per tick, runs the cohort generator and the Benefit
+// ownership planner and derives the next OwnerMap and the key groups whose
+// owner changes. No goroutines, clock or I/O: the planner actor calls Apply
+// for each heartbeat and Tick on its timer; the simulator does the same in
+// virtual time, so both run the same decisions.
+//
+// Promises:
+//   - Tick returns a new OwnerMap only when the assignment changed, with
+//     epoch = previous epoch + 1 (epochs are never reused or skipped).
+//   - Every returned map passes control.OwnerMap.Validate: owners in
+//     [0, Nodes), unique cohort ids, no key group in two cohorts.
+//   - A re-formed cohort (the generator's merges, splits and refinements give
+//     new ids) is judged by its key groups: its current owner is the node
+//     owning the plurality of its key groups' write weight, so regrouping
+//     alone never evicts and reinstalls locks that stay where they are.
+//   - The same heartbeats and ticks give the same maps (determinism).
+package plane
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/aura-runtime/aura/control"
+	"github.com/aura-runtime/aura/control/accessgraph"
+	"github.com/aura-runtime/aura/control/cohortgen"
+	"github.com/aura-runtime/aura/control/ownership"
+	"github.com/aura-runtime/aura/messages"
+)
+
+// Config configures a Loop. Start from DefaultConfig.
+type Config struct {
+	// Nodes is the number of compute nodes (owner indices 0..Nodes−1), at
+	// most control.MaxNodes. Required.
+	Nodes int
+	// Fallback is the OwnerMap's static fallback table (TPC-C: the node of
+	// each warehouse), copied into every map. May be empty.
+	Fallback []uint8
+	// Graph, Cohorts and Ownership configure the access graph, the cohort
+	// generator and the planner (their packages document each field).
+	Graph     accessgraph.GraphConfig
+	Cohorts   cohortgen.Config
+	Ownership ownership.Config
+}
+
+// DefaultConfig returns a config for n nodes with each package's defaults.
+func DefaultConfig(n int) Config {
+	return Config{Nodes: n, Graph: accessgraph.DefaultGraphConfig(), Cohorts: cohortgen.DefaultConfig(),
+		Ownership: ownership.DefaultConfig()}
+}
+
+// Validate reports every problem at once.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Nodes < 1 || c.Nodes >= control.MaxNodes {
+		errs = append(errs, fmt.Errorf("plane: Nodes %d, want 1..%d", c.Nodes, control.MaxNodes-1))
+	}
+	for i, f := range c.Fallback {
+		if int(f) >= c.Nodes && f != control.Unowned {
+			errs = append(errs, fmt.Errorf("plane: Fallback[%d] = %d, want < Nodes", i, f))
+			break
+		}
+	}
+	if err := c.Cohorts.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Ownership.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// TickInput is what the caller knows at a tick besides the heartbeats.
+type TickInput struct {
+	// Tick is the planner tick number (strictly increasing).
+	Tick uint64
+	// State is each node's membership state (nil: all live).
+	State []ownership.NodeState
+	// Unsettled: membership is changing; the planner holds every owned
+	// cohort where it is (SPEC §6: act only on settled membership).
+	Unsettled bool
+	// InFlight are moves started earlier and not finished.
+	InFlight []ownership.Transfer
+	// Capacity is each node's relative capacity (nil: equal).
+	Capacity []float64
+}
+
+// Move is a set of key groups whose owner changes at the new epoch. From or
+// To is −1 for the fallback path (an install or an eviction).
+type Move struct {
+	Cohort    control.CohortID
+	KeyGroups []control.KeyGroup
+	From, To  int
+}
+
+// Decision is one tick's outcome.
+type Decision struct {
+	// Map is the new OwnerMap, or nil when the assignment did not change.
+	Map *control.OwnerMap
+	// Moves lists the key groups changing owner between the current map and
+	// Map (empty when Map is nil). Key groups of a cohort that keep their
+	// owner are not listed even if the cohort was re-formed.
+	Moves []Move
+	// Plan is the planner's full output (Benefit terms, reasons, stats).
+	Plan ownership.Plan
+	// Cohorts is the generator's output of the tick.
+	Cohorts cohortgen.Output
+}
+
+// Loop is the control loop. It is not safe for concurrent use.
+type Loop struct {
+	cfg     Config
+	graph   *accessgraph.Graph
+	gen     *cohortgen.Generator
+	planner *ownership.Planner
+	cur     *control.OwnerMap
+	owners  map[control.KeyGroup]int
+	homes   []accessgraph.Home
+}
+
+// New returns a loop with an empty graph and no published map (epoch 0).
+func New(cfg Config) (*Loop, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	g, err := accessgraph.NewGraph(cfg.Graph)
+	if err != nil {
+		return nil, err
+	}
+	gen, err := cohortgen.New(cfg.Cohorts)
+	if err != nil {
+		return nil, err
+	}
+	p, err := ownership.New(cfg.Ownership)
+	if err != nil {
+		return nil, err
+	}
+	return &Loop{cfg: cfg, graph: g, gen: gen, planner: p,
+		cur: &control.OwnerMap{Fallback: slices.Clone(cfg.Fallback)}, owners: map[control.KeyGroup]int{}}, nil
+}
+
+// Apply adds one node's heartbeat to the graph (rejected summaries leave the
+// graph unchanged and return the graph's typed error).
+func (l *Loop) Apply(s *messages.AccessSummary) error { return l.graph.Apply(s) }
+
+// Graph returns the access graph (read-only for callers).
+func (l *Loop) Graph() *accessgraph.Graph { return l.graph }
+
+// Current returns the last published map (epoch 0 and no cohorts before the
+// first). Callers must not modify it.
+func (l *Loop) Current() *control.OwnerMap { return l.cur }
+
+// OwnerOf returns the owner of kg in the current map, or −1.
+func (l *Loop) OwnerOf(kg control.KeyGroup) int {
+	if o, ok := l.owners[kg]; ok {
+		return o
+	}
+	return -1
+}
+
+// Tick decays the graph, re-forms cohorts, plans ownership and returns the
+// decision.
+func (l *Loop) Tick(in TickInput) (Decision, error) {
+	l.graph.Tick()
+	out := l.gen.Step(l.graph)
+	cohorts := out.Cohorts
+	pin := ownership.Input{Tick: in.Tick, Nodes: l.cfg.Nodes, State: in.State, Unsettled: in.Unsettled,
+		InFlight: in.InFlight, Capacity: in.Capacity, Owners: l.inheritOwners(cohorts)}
+	pin.Cohorts = make([]ownership.CohortStats, 0, len(cohorts))
+	cas := make([]float64, len(cohorts))
+	totalCAS := 0.0
+	for ci, c := range cohorts {
+		cs := ownership.CohortStats{ID: c.ID, KeyGroups: c.KeyGroups, HomeWeight: make([]float64, l.cfg.Nodes)}
+		for _, kg := range c.KeyGroups {
+			w := l.graph.W(kg)
+			cs.W += w
+			l.homes = l.graph.HomeDist(kg, l.homes[:0])
+			for _, h := range l.homes {
+				if h.Node >= 0 && h.Node < l.cfg.Nodes {
+					cs.HomeWeight[h.Node] += w * h.P
+				}
+			}
+			cas[ci] += l.graph.FallbackCAS(kg)
+		}
+		totalCAS += cas[ci]
+		pin.Cohorts = append(pin.Cohorts, cs)
+	}
+	if totalCAS > 0 {
+		for i := range pin.Cohorts {
+			pin.Cohorts[i].FallbackCASShare = cas[i] / totalCAS
+		}
+	}
+	plan, err := l.planner.Plan(pin)
+	if err != nil {
+		return Decision{}, fmt.Errorf("plane: %w", err)
+	}
+	d := Decision{Plan: plan, Cohorts: out}
+	next := plan.OwnerMap(l.cur.Epoch+1, l.cfg.Fallback, pin.Cohorts)
+	if sameAssignment(l.cur, next) {
+		return d, nil
+	}
+	if err := next.Validate(); err != nil {
+		return Decision{}, fmt.Errorf("plane: planned map: %w", err)
+	}
+	d.Moves = l.diff(next)
+	d.Map = next
+	l.cur = next
+	clear(l.owners)
+	for _, p := range next.Cohorts {
+		for _, kg := range p.KeyGroups {
+			l.owners[kg] = p.Owner
+		}
+	}
+	return d, nil
+}
+
+// diff lists the key groups whose owner differs between the current map and
+// next, grouped by (next cohort, from, to); evictions (key groups owned now
+// and absent from next) are grouped by their old cohort.
+func (l *Loop) diff(next *control.OwnerMap) []Move {
+	var moves []Move
+	inNext := make(map[control.KeyGroup]bool, len(l.owners))
+	for _, p := range next.Cohorts {
+		byFrom := map[int][]control.KeyGroup{}
+		for _, kg := range p.KeyGroups {
+			inNext[kg] = true
+			from := l.OwnerOf(kg)
+			if from != p.Owner {
+				byFrom[from] = append(byFrom[from], kg)
+			}
+		}
+		for _, from := range slices.Sorted(mapKeys(byFrom)) {
+			moves = append(moves, Move{Cohort: p.ID, KeyGroups: byFrom[from], From: from, To: p.Owner})
+		}
+	}
+	for _, p := range l.cur.Cohorts {
+		var gone []control.KeyGroup
+		for _, kg := range p.KeyGroups {
+			if !inNext[kg] {
+				gone = append(gone, kg)
+			}
+		}
+		if len(gone) > 0 {
+			moves = append(moves, Move{Cohort: p.ID, KeyGroups: gone, From: p.Owner, To: -1})
+		}
+	}
+	return moves
+}
+
+// inheritOwners gives each cohort its current owner: the node owning the
+// largest share of its key groups' write weight in the current map.
+func (l *Loop) inheritOwners(cohorts []control.Cohort) map[control.CohortID]int {
+	owners := make(map[control.CohortID]int, len(cohorts))
+	if len(l.owners) == 0 {
+		return owners
+	}
+	share := make([]float64, l.cfg.Nodes)
+	for _, c := range cohorts {
+		clear(share)
+		found := false
+		for _, kg := range c.KeyGroups {
+			if o, ok := l.owners[kg]; ok && o >= 0 && o < len(share) {
+				// The tiny constant lets a cohort of weightless key groups
+				// still inherit their owner.
+				share[o] += l.graph.W(kg) + 1e-9
+				found = true
+			}
+		}
+		if !found {
+			continue
+		}
+		best := 0
+		for i := range share {
+			if share[i] > share[best] {
+				best = i
+			}
+		}
+		owners[c.ID] = best
+	}
+	return owners
+}
+
+// sameAssignment reports equal assignments (epochs aside).
+func sameAssignment(a, b *control.OwnerMap) bool {
+	if len(a.Cohorts) != len(b.Cohorts) {
+		return false
+	}
+	for i := range a.Cohorts {
+		x, y := a.Cohorts[i], b.Cohorts[i]
+		if x.ID != y.ID || x.Owner != y.Owner || !slices.Equal(x.KeyGroups, y.KeyGroups) {
+			return false
+		}
+	}
+	return true
+}
+
+func mapKeys[V any](m map[int]V) func(func(int) bool) {
+	return func(yield func(int) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}

@@ -1,0 +1,192 @@
+package plane
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/aura-runtime/aura/control"
+	"github.com/aura-runtime/aura/control/accessgraph"
+)
+
+// world is a partitioned workload: tenants of kgsPerTenant key groups; a
+// transaction writes three key groups of one tenant and runs on the tenant's
+// home node, home(t) = t mod nodes, until drift() rotates the homes.
+type world struct {
+	nodes, tenants, kgsPerTenant int
+	shift                        int
+	rng                          *rand.Rand
+	prof                         []*accessgraph.Profiler
+}
+
+func newWorld(t *testing.T, nodes, tenants, kgs int, seed uint64) *world {
+	w := &world{nodes: nodes, tenants: tenants, kgsPerTenant: kgs, rng: rand.New(rand.NewPCG(seed, 1))}
+	for i := range nodes {
+		pc := accessgraph.DefaultProfilerConfig()
+		pc.Node, pc.NodeIndex, pc.Seed = fmt.Sprintf("cn-%d", i), uint32(i), seed+uint64(i)
+		p, err := accessgraph.NewProfiler(pc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.prof = append(w.prof, p)
+	}
+	return w
+}
+
+func (w *world) home(tenant int) int { return (tenant + w.shift) % w.nodes }
+
+func (w *world) kg(tenant, i int) control.KeyGroup {
+	return control.KeyGroup(uint64(tenant)<<20 | uint64(i))
+}
+
+// window runs n transactions and applies every node's summary to l.
+func (w *world) window(t *testing.T, l *Loop, tick uint64, n int) {
+	t.Helper()
+	writes := make([]control.KeyGroup, 3)
+	for range n {
+		tn := w.rng.IntN(w.tenants)
+		for j := range writes {
+			writes[j] = w.kg(tn, w.rng.IntN(w.kgsPerTenant))
+		}
+		w.prof[w.home(tn)].Record(writes, nil)
+	}
+	for _, p := range w.prof {
+		if err := l.Apply(p.Summary(tick, accessgraph.SummaryV2)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// ownedAtHome returns the fraction of the tenants' key groups owned by the
+// tenant's home node.
+func (w *world) ownedAtHome(l *Loop) float64 {
+	hit := 0
+	for tn := range w.tenants {
+		for i := range w.kgsPerTenant {
+			if l.OwnerOf(w.kg(tn, i)) == w.home(tn) {
+				hit++
+			}
+		}
+	}
+	return float64(hit) / float64(w.tenants*w.kgsPerTenant)
+}
+
+func run(t *testing.T, seed uint64, ticks int, onTick func(tick uint64, l *Loop, d Decision)) *Loop {
+	t.Helper()
+	l, err := New(DefaultConfig(4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := newWorld(t, 4, 16, 12, seed)
+	for tick := uint64(1); tick <= uint64(ticks); tick++ {
+		if tick == 40 {
+			w.shift = 1 // drift: every tenant's transactions move to the next node
+		}
+		w.window(t, l, tick, 4000)
+		prev := l.Current().Clone()
+		d, err := l.Tick(TickInput{Tick: tick})
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkDecision(t, prev, l, d)
+		if onTick != nil {
+			onTick(tick, l, d)
+		}
+		if tick == 39 {
+			if f := w.ownedAtHome(l); f < 0.95 {
+				t.Fatalf("after 39 ticks %.0f%% of the key groups are owned by their tenant's home node, want ≥ 95%%", 100*f)
+			}
+		}
+	}
+	if f := w.ownedAtHome(l); ticks >= 60 && f < 0.95 {
+		t.Fatalf("%d ticks after a drift %.0f%% of the key groups are owned by their tenant's new home node, want ≥ 95%%", ticks-40, 100*f)
+	}
+	return l
+}
+
+// checkDecision asserts Tick's promises: epoch + 1 on a change, a valid map,
+// and Moves that turn the previous owners into the new ones.
+func checkDecision(t *testing.T, prev *control.OwnerMap, l *Loop, d Decision) {
+	t.Helper()
+	if d.Map == nil {
+		if len(d.Moves) != 0 || l.Current().Epoch != prev.Epoch {
+			t.Fatalf("no new map but %d moves, epoch %d → %d", len(d.Moves), prev.Epoch, l.Current().Epoch)
+		}
+		return
+	}
+	if d.Map.Epoch != prev.Epoch+1 {
+		t.Fatalf("new map at epoch %d after %d", d.Map.Epoch, prev.Epoch)
+	}
+	if err := d.Map.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	owners := map[control.KeyGroup]int{}
+	for _, p := range prev.Cohorts {
+		for _, kg := range p.KeyGroups {
+			owners[kg] = p.Owner
+		}
+	}
+	for _, m := range d.Moves {
+		for _, kg := range m.KeyGroups {
+			from, ok := owners[kg]
+			if !ok {
+				from = -1
+			}
+			if from != m.From {
+				t.Fatalf("move of kg %d from %d, but it was owned by %d", kg, m.From, from)
+			}
+			if m.To < 0 {
+				delete(owners, kg)
+			} else {
+				owners[kg] = m.To
+			}
+		}
+	}
+	want := map[control.KeyGroup]int{}
+	for _, p := range d.Map.Cohorts {
+		for _, kg := range p.KeyGroups {
+			want[kg] = p.Owner
+		}
+	}
+	if !reflect.DeepEqual(owners, want) {
+		t.Fatalf("previous owners + moves ≠ new map's owners (%d vs %d key groups)", len(owners), len(want))
+	}
+}
+
+func TestLoopLearnsOwnershipAndFollowsDrift(t *testing.T) {
+	run(t, 1, 60, nil)
+}
+
+func TestLoopIsDeterministic(t *testing.T) {
+	var a, b []*control.OwnerMap
+	run(t, 3, 45, func(_ uint64, _ *Loop, d Decision) {
+		if d.Map != nil {
+			a = append(a, d.Map)
+		}
+	})
+	run(t, 3, 45, func(_ uint64, _ *Loop, d Decision) {
+		if d.Map != nil {
+			b = append(b, d.Map)
+		}
+	})
+	if !reflect.DeepEqual(a, b) {
+		t.Fatalf("two runs with the same input published different maps (%d vs %d)", len(a), len(b))
+	}
+}
+
+func TestConfigValidateReportsEveryProblem(t *testing.T) {
+	cfg := DefaultConfig(0)
+	cfg.Fallback = []uint8{7}
+	cfg.Cohorts.MaxCohortSize = 0
+	err := cfg.Validate()
+	if err == nil {
+		t.Fatal("invalid config accepted")
+	}
+	for _, want := range []string{"Nodes", "Fallback", "MaxCohortSize"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%q does not mention %s", err, want)
+		}
+	}
+}
