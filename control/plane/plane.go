@@ -43,6 +43,15 @@ type Config struct {
 	Graph     accessgraph.GraphConfig
 	Cohorts   cohortgen.Config
 	Ownership ownership.Config
+	// EvictBeforeMove splits a tick whose plan moves owned key groups from
+	// one node to another into two epochs: the first takes the moving key
+	// groups to the fallback path (the old owner stops granting), the next
+	// Tick publishes the planned map (the new owner installs), and plans
+	// nothing new. Without a live-migration protocol this is how a move
+	// avoids two owners granting at once (SPEC §6; the caller advances to the
+	// second epoch only after every node acknowledged the first). Default
+	// false (the simulator models migrations itself).
+	EvictBeforeMove bool
 }
 
 // DefaultConfig returns a config for n nodes with each package's defaults.
@@ -118,6 +127,8 @@ type Loop struct {
 	cur     *control.OwnerMap
 	owners  map[control.KeyGroup]int
 	homes   []accessgraph.Home
+	// final is the planned map held back by EvictBeforeMove.
+	final *control.OwnerMap
 }
 
 // New returns a loop with an empty graph and no published map (epoch 0).
@@ -163,6 +174,13 @@ func (l *Loop) OwnerOf(kg control.KeyGroup) int {
 // Tick decays the graph, re-forms cohorts, plans ownership and returns the
 // decision.
 func (l *Loop) Tick(in TickInput) (Decision, error) {
+	if l.final != nil {
+		// Second half of a split move: publish the planned map.
+		next := l.final
+		l.final = nil
+		next.Epoch = l.cur.Epoch + 1
+		return l.publish(Decision{}, next), nil
+	}
 	l.graph.Tick()
 	out := l.gen.Step(l.graph)
 	cohorts := out.Cohorts
@@ -204,6 +222,17 @@ func (l *Loop) Tick(in TickInput) (Decision, error) {
 	if err := next.Validate(); err != nil {
 		return Decision{}, fmt.Errorf("plane: planned map: %w", err)
 	}
+	if l.cfg.EvictBeforeMove {
+		if first := l.withoutMoves(next); first != nil {
+			l.final = next
+			return l.publish(d, first), nil
+		}
+	}
+	return l.publish(d, next), nil
+}
+
+// publish makes next the current map and fills d's Map and Moves.
+func (l *Loop) publish(d Decision, next *control.OwnerMap) Decision {
 	d.Moves = l.diff(next)
 	d.Map = next
 	l.cur = next
@@ -213,7 +242,42 @@ func (l *Loop) Tick(in TickInput) (Decision, error) {
 			l.owners[kg] = p.Owner
 		}
 	}
-	return d, nil
+	return d
+}
+
+// withoutMoves returns next with every key group that moves between two
+// nodes left out (to the fallback path), or nil when nothing moves.
+func (l *Loop) withoutMoves(next *control.OwnerMap) *control.OwnerMap {
+	var first *control.OwnerMap
+	for i, p := range next.Cohorts {
+		var keep []control.KeyGroup
+		moved := false
+		for _, kg := range p.KeyGroups {
+			if from := l.OwnerOf(kg); from >= 0 && from != p.Owner {
+				moved = true
+				continue
+			}
+			keep = append(keep, kg)
+		}
+		if !moved {
+			continue
+		}
+		if first == nil {
+			first = next.Clone()
+		}
+		first.Cohorts[i].KeyGroups = keep
+	}
+	if first == nil {
+		return nil
+	}
+	kept := first.Cohorts[:0]
+	for _, p := range first.Cohorts {
+		if len(p.KeyGroups) > 0 {
+			kept = append(kept, p)
+		}
+	}
+	first.Cohorts = kept
+	return first
 }
 
 // diff lists the key groups whose owner differs between the current map and

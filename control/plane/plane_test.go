@@ -74,8 +74,12 @@ func (w *world) ownedAtHome(l *Loop) float64 {
 }
 
 func run(t *testing.T, seed uint64, ticks int, onTick func(tick uint64, l *Loop, d Decision)) *Loop {
+	return runCfg(t, DefaultConfig(4), seed, ticks, onTick)
+}
+
+func runCfg(t *testing.T, cfg Config, seed uint64, ticks int, onTick func(tick uint64, l *Loop, d Decision)) *Loop {
 	t.Helper()
-	l, err := New(DefaultConfig(4))
+	l, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,5 +192,24 @@ func TestConfigValidateReportsEveryProblem(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("%q does not mention %s", err, want)
 		}
+	}
+}
+
+func TestEvictBeforeMoveNeverHandsKeyGroupsOwnerToOwner(t *testing.T) {
+	cfg := DefaultConfig(4)
+	cfg.EvictBeforeMove = true
+	split := 0
+	runCfg(t, cfg, 5, 60, func(tick uint64, _ *Loop, d Decision) {
+		for _, m := range d.Moves {
+			if m.From >= 0 && m.To >= 0 {
+				t.Fatalf("tick %d: %d key groups of cohort %d go from node %d straight to node %d", tick, len(m.KeyGroups), m.Cohort, m.From, m.To)
+			}
+			if m.To < 0 {
+				split++
+			}
+		}
+	})
+	if split == 0 {
+		t.Fatal("the drift moved nothing through the fallback path: the test exercises nothing")
 	}
 }
