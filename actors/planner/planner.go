@@ -48,7 +48,10 @@ type Config struct {
 
 // DefaultConfig returns the defaults documented on Config.
 func DefaultConfig(name string, nodes int) Config {
-	return Config{Name: name, Loop: plane.DefaultConfig(nodes), Tick: 100 * time.Millisecond,
+	loop := plane.DefaultConfig(nodes)
+	// No live migration yet: a move goes through the fallback path.
+	loop.EvictBeforeMove = true
+	return Config{Name: name, Loop: loop, Tick: 100 * time.Millisecond,
 		ChunkBytes: DefaultChunkBytes, PushTimeout: 2 * time.Second, MaxHeartbeatsPerTick: 1024}
 }
 
