@@ -14,6 +14,13 @@ import (
 // slot, so a granted lock and the record it protects arrive in one round trip
 // (as in FORD). It owns one queue pair and is used by one goroutine at a time;
 // the atomic actor serialises its callers.
+//
+// It expects 0 only: a CAS that meets an owner sentinel is reported as
+// LockRedirect with the word found (LockResult.LockWord). It has no
+// OwnerMap, so it cannot tell a free sentinel of an evicted cohort from
+// one of a live owner; the ownership Locker that wraps it (package
+// actors/owner) decides, and takes free sentinels of retired activations
+// over by one CAS from the sentinel.
 type CASLocker struct {
 	qp  rdma.QueuePair
 	wrs []rdma.WorkRequest

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/aura-runtime/aura/rdma"
@@ -80,6 +81,10 @@ type Result struct {
 	Counters Counters
 }
 
+// maxInsertCandidates bounds the free slots an Insert tries to lock when
+// the locker refuses one (a free owner sentinel of a cohort owned elsewhere).
+const maxInsertCandidates = 4
+
 // Coordinator runs transactions one at a time on its own queue pair.
 type Coordinator struct {
 	e      *Engine
@@ -108,6 +113,7 @@ type lockEntry struct {
 	req      LockRequest
 	res      LockResult
 	meta     store.Meta // meta found when locked
+	ours     bool       // the slot held the requested record when locked
 	present  bool       // record exists in the transaction's view
 	inserted bool       // slot claimed by this transaction's Insert
 	dirty    bool
@@ -362,7 +368,9 @@ func (t *tx) GetForUpdateMany(rs []txn.Ref) ([][]byte, error) {
 			t.reads[r] = &readEntry{t: loc.t, absent: true}
 			continue
 		}
-		reqs = append(reqs, t.lockRequest(r, loc.t, loc.addr))
+		req := t.lockRequest(r, loc.t, loc.addr)
+		req.Seen = loc.slot.Lock
+		reqs = append(reqs, req)
 		reqIdx = append(reqIdx, j)
 	}
 	if len(reqs) == 0 {
@@ -430,6 +438,7 @@ func (t *tx) acquire(reqs []LockRequest, res []LockResult) error {
 			if res[k].Slot != nil {
 				s := reqs[k].Table.DecodeSlot(res[k].Slot)
 				e.meta, e.present, e.value = s.Meta, s.Meta.Present(), clone(s.Value)
+				e.ours = s.Meta.Present() && s.Key == reqs[k].Ref.Key
 			} else {
 				failure = fmt.Errorf("lock of %v: record read failed: %w", reqs[k].Ref, rdma.ErrConnectionLost)
 			}
@@ -507,6 +516,7 @@ func (t *tx) Insert(r txn.Ref, value []byte) error {
 		return err
 	}
 	var free []uint64
+	words := map[uint64]uint64{}
 	used := [2]int{}
 	for bi, w := range wrs {
 		for s := 0; s < store.SlotsPerBucket; s++ {
@@ -519,30 +529,56 @@ func (t *tx) Insert(r txn.Ref, value []byte) error {
 				}
 				continue
 			}
-			if slot.Lock == 0 && !t.claimed[addr] {
+			if !IsLocked(slot.Lock) && !t.claimed[addr] {
 				free = append(free, addr)
+				words[addr] = slot.Lock
 			}
 		}
 	}
 	if len(free) == 0 {
 		return fmt.Errorf("%w: table %s, key %d", txn.ErrTableFull, tl.Table.Name, r.Key)
 	}
-	addr := free[0]
-	if used[1] < used[0] {
-		// Prefer the emptier bucket, as the loader does.
-		for _, a := range free {
-			if a >= wrs[1].RemoteAddr && a < wrs[1].RemoteAddr+tl.BucketSize {
-				addr = a
-				break
+	// Candidates: slots whose word is 0 first, then slots with a free owner
+	// sentinel (left by an owner-path release; the locker may refuse one
+	// whose cohort is still owned by someone else); within each, the
+	// emptier bucket first, as the loader does.
+	inSecond := func(a uint64) bool { return a >= wrs[1].RemoteAddr && a < wrs[1].RemoteAddr+tl.BucketSize }
+	slices.SortStableFunc(free, func(a, b uint64) int {
+		if (words[a] == 0) != (words[b] == 0) {
+			if words[a] == 0 {
+				return -1
 			}
+			return 1
 		}
+		if used[1] < used[0] && inSecond(a) != inSecond(b) {
+			if inSecond(a) {
+				return -1
+			}
+			return 1
+		}
+		return 0
+	})
+	var lockErr error
+	for n, addr := range free {
+		if n == maxInsertCandidates {
+			break
+		}
+		req := t.lockRequest(r, tl, addr)
+		req.Seen = words[addr]
+		res := make([]LockResult, 1)
+		if lockErr = t.acquire([]LockRequest{req}, res); lockErr == nil {
+			break
+		}
+		if s := res[0].Status; s != LockRedirect && s != LockConflict {
+			return lockErr
+		}
+		// Refused, nothing held: try the next free slot.
 	}
-	req := t.lockRequest(r, tl, addr)
-	res := make([]LockResult, 1)
-	if err := t.acquire([]LockRequest{req}, res); err != nil {
-		return err
+	if lockErr != nil {
+		return lockErr
 	}
 	e := t.locks[r]
+	addr := e.req.SlotAddr
 	t.claimed[addr] = true
 	if e.present {
 		e.present = false // someone else's record: release it untouched
@@ -664,7 +700,7 @@ func (t *tx) tableOf(r txn.Ref) *store.TableLayout {
 // backoff, until CleanupTimeout; the caller's context is not consulted,
 // because locks left held would block every later transaction on them.
 func (t *tx) finish(commit bool) error {
-	defer t.released()
+	defer t.released(commit)
 	if len(t.order) == 0 && len(t.unknown) == 0 {
 		return nil
 	}
@@ -740,6 +776,7 @@ func (t *tx) finishVerbs(commit bool, held map[uint64]bool) []rdma.WorkRequest {
 		if retryMN && !held[addr] {
 			continue // released by an earlier attempt
 		}
+		release := l.releaseWord(commit)
 		if commit && l.dirty {
 			if l.present {
 				buf := make([]byte, (uint64(l.t.Table.ValueSize)+7)&^7)
@@ -749,7 +786,7 @@ func (t *tx) finishVerbs(commit bool, held map[uint64]bool) []rdma.WorkRequest {
 			if !retryMN {
 				hdr := make([]byte, 16)
 				binary.LittleEndian.PutUint64(hdr[store.MetaOffset:], uint64(l.meta.NextMeta(l.present)))
-				binary.LittleEndian.PutUint64(hdr[store.LockOffset:], l.res.Release)
+				binary.LittleEndian.PutUint64(hdr[store.LockOffset:], release)
 				headers = append(headers, rdma.WorkRequest{Op: rdma.OpWrite, RKey: rkey, RemoteAddr: addr, Local: hdr})
 				continue
 			}
@@ -759,11 +796,11 @@ func (t *tx) finishVerbs(commit bool, held map[uint64]bool) []rdma.WorkRequest {
 		}
 		if retryMN {
 			headers = append(headers, rdma.WorkRequest{Op: rdma.OpCompareAndSwap, RKey: rkey,
-				RemoteAddr: addr + store.LockOffset, Compare: t.tag, Swap: l.res.Release})
+				RemoteAddr: addr + store.LockOffset, Compare: t.tag, Swap: release})
 			continue
 		}
 		w := make([]byte, 8)
-		binary.LittleEndian.PutUint64(w, l.res.Release)
+		binary.LittleEndian.PutUint64(w, release)
 		headers = append(headers, rdma.WorkRequest{Op: rdma.OpWrite, RKey: rkey, RemoteAddr: addr + store.LockOffset, Local: w})
 	}
 	for _, q := range t.unknown {
@@ -792,7 +829,25 @@ func (t *tx) execAll(ctx context.Context, wrs []rdma.WorkRequest) error {
 	return nil
 }
 
-func (t *tx) released() {
+// releaseWord is the lock word that releases l: its path's Release word,
+// or 0 when the path asked for it (ClearWhenEmpty) and the slot is left
+// without the requested record: empty, or holding another record (a stale
+// cached address, or an insert that met a concurrent one).
+func (l *lockEntry) releaseWord(commit bool) uint64 {
+	if !l.res.ClearWhenEmpty {
+		return l.res.Release
+	}
+	ours := l.ours && !l.inserted
+	if commit && l.dirty {
+		ours = l.present
+	}
+	if ours {
+		return l.res.Release
+	}
+	return 0
+}
+
+func (t *tx) released(commit bool) {
 	if len(t.order) == 0 {
 		return
 	}
@@ -801,7 +856,9 @@ func (t *tx) released() {
 	for _, r := range t.order {
 		l := t.locks[r]
 		reqs = append(reqs, l.req)
-		res = append(res, l.res)
+		lr := l.res
+		lr.Release = l.releaseWord(commit)
+		res = append(res, lr)
 	}
 	t.c.locker.Released(reqs, res)
 	t.order = t.order[:0]

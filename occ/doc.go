@@ -14,6 +14,19 @@
 // a conflict and the transaction aborts (no deadlock is possible). Inserts
 // claim a free slot by locking it; deletes and updates need the record locked.
 //
+// Lock words. 0 and free owner sentinels are unlocked; CAS tags and held
+// owner sentinels are locked (IsLocked). A lock path returns the word that
+// releases its lock (LockResult.Release: 0 for the memory-node path, the
+// cohort's free sentinel for the ownership paths, which then take the next
+// lock of that slot with a plain WRITE instead of a CAS; see package
+// actors/owner) and may ask for 0 instead when the slot is left without a
+// record (ClearWhenEmpty). The coordinator passes the word it read when it
+// located a slot to the lock path as a hint for a CAS's expected value
+// (LockRequest.Seen). Inserts may claim an empty slot whose word is 0 or a
+// free sentinel (0 first); a lock path may refuse a sentinel it may not
+// take (LockRedirect), and the insert then tries the next free slot (up to
+// 4).
+//
 // Validation (the commit point). With every lock held, the coordinator
 // publishes the keys of its inserts into their claimed slots, then, in one
 // doorbell, re-reads the meta and lock words of every record it read without
@@ -24,7 +37,7 @@
 //
 // Write-back. All values are written first, then every record's header
 // [meta with version + 1, release word], in doorbell order; locks taken but
-// not written are released. Aborts release every lock taken (and CAS their
+// not written are released (their release word alone is written). Aborts release every lock taken (and CAS their
 // own tag back to 0 where a lock's acquisition outcome was unknown).
 //
 // # Why it is serializable
@@ -32,7 +45,9 @@
 // A committed transaction T is serialized at its validation. Every record T
 // writes is locked from before T read it until after its new value is
 // visible, so no other transaction writes it in between (invariant I2: at
-// most one holder per lock word, because the lock is a CAS on one word).
+// most one holder per lock word: the memory-node path locks by CAS on the
+// word, and the ownership paths keep the same guarantee with their owner
+// tables, see package actors/owner).
 // Every record T read without locking had, at validation, the meta T saw and
 // no lock held: no transaction that committed before T's validation wrote it
 // after T read it, and none that locked it before T's validation can commit a

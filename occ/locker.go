@@ -67,6 +67,10 @@ type LockRequest struct {
 	Tag uint64
 	// TxnID identifies the transaction (for owner tables and fencing).
 	TxnID uint64
+	// Seen is the lock word the coordinator read when it located the slot:
+	// a hint (possibly stale) for the expected value of a lock path's CAS,
+	// never a basis for a decision without one.
+	Seen uint64
 }
 
 // LockResult is the answer to one LockRequest.
@@ -75,8 +79,18 @@ type LockResult struct {
 	Path   Path
 	// Slot is the slot's bytes read after the lock was taken (Granted only).
 	Slot []byte
-	// Release is the lock word the coordinator stores to release the lock.
+	// Release is the lock word the coordinator stores to release the lock:
+	// 0 for the memory-node path, the cohort's free owner sentinel for the
+	// ownership paths (so that later grants by the same owner at the same
+	// epoch can set it held with a plain WRITE instead of a CAS).
 	Release uint64
+	// ClearWhenEmpty asks the coordinator to store 0 instead of Release when
+	// it leaves the slot without the requested record (a committed delete,
+	// an insert that did not commit, or a slot found holding another record),
+	// so that any path may claim the slot and the other record is not left
+	// with this path's mark. When Released is called, Release holds the
+	// word actually stored.
+	ClearWhenEmpty bool
 	// LockWord is the lock word found when the lock was refused.
 	LockWord uint64
 	// CAS and CASFailed count the memory-node atomics this request issued.
@@ -94,12 +108,14 @@ type Locker interface {
 	Acquire(ctx context.Context, reqs []LockRequest, res []LockResult) error
 	// Released tells the locker that the coordinator has stored the Release
 	// word of each granted request (at commit or abort), so path bookkeeping
-	// such as an owner table can drop the holders.
+	// such as an owner table can drop the holders. res[i].Release is the
+	// word stored (0 where ClearWhenEmpty applied).
 	Released(reqs []LockRequest, res []LockResult)
 }
 
 // IsLocked reports whether a lock word denotes a held lock: a CAS tag, or an
-// owner sentinel with its held bit.
+// owner sentinel with its held bit. 0 and free owner sentinels are unlocked
+// (validation passes them; inserts may claim their empty slots).
 func IsLocked(w uint64) bool {
 	if w == 0 {
 		return false

@@ -6,10 +6,15 @@ package store
 //     holder's node in bits 40..61 and its transaction sequence in bits 0..39.
 //     Taken with CAS(0 → tag), released by the commit's header WRITE.
 //   - An owner sentinel (the ownership paths): bit 63 set. The owning cohort
-//     and epoch are in the low bits and bit 62 says whether a transaction holds
-//     the lock through the owner. A CAS(0 → tag) that meets a sentinel fails and
-//     the fallback path redirects to the owner. The ownership issues define the
-//     sentinel's fields; this package only reserves the bit.
+//     and epoch are in the low bits (package actors/owner lays them out) and
+//     bit 62 says whether a transaction holds the lock through the owner
+//     (held, H) or not (free, S). A free sentinel stays on the slot between
+//     owner grants, so later grants set it held with a plain WRITE. A CAS(0 →
+//     tag) that meets a sentinel fails; the fallback path redirects, or takes
+//     a free sentinel of a retired cohort activation over by CAS.
+//
+// A word is locked when it is a CAS tag or a held sentinel (occ.IsLocked); 0
+// and free sentinels are unlocked.
 const (
 	ownedBit  = uint64(1) << 63
 	casLocked = uint64(1) << 62
@@ -35,3 +40,6 @@ const sentinelHeld = uint64(1) << 62
 
 // SentinelHeld reports whether an owner sentinel marks the record as locked.
 func SentinelHeld(w uint64) bool { return w&sentinelHeld != 0 }
+
+// IsFreeSentinel reports whether w is an owner sentinel that is not held.
+func IsFreeSentinel(w uint64) bool { return IsOwnerSentinel(w) && !SentinelHeld(w) }

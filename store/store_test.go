@@ -137,3 +137,14 @@ func TestTableFullIsTyped(t *testing.T) {
 		t.Fatalf("inserting past every slot: %v", last)
 	}
 }
+
+func TestLockWordKinds(t *testing.T) {
+	tag := CASTag(5, 7)
+	free, held := uint64(1)<<63|42, uint64(1)<<63|uint64(1)<<62|42
+	if IsOwnerSentinel(tag) || IsFreeSentinel(tag) || IsFreeSentinel(0) {
+		t.Fatalf("tag %#x or 0 taken for a sentinel", tag)
+	}
+	if !IsFreeSentinel(free) || IsFreeSentinel(held) || SentinelHeld(free) || !SentinelHeld(held) {
+		t.Fatalf("free %#x / held %#x misclassified", free, held)
+	}
+}

@@ -7,9 +7,10 @@
 //
 //   - Table: a pure state machine (no goroutines, clock or I/O; time comes
 //     in as microseconds) holding, per installed cohort, its key groups, its
-//     install epoch, its phase (active or frozen) and its holders. Install,
+//     install epoch, its phase (active or frozen), its holders and its marks
+//     (slots whose lock word is known to carry its sentinel). Install,
 //     Acquire (OK | Conflict | Moved | StaleEpoch | Retry | NotOwner),
-//     Release, Freeze, Thaw, Drain, Fence, Retire (with a tombstone).
+//     Mark, Release, Freeze, Thaw, Drain, Fence, Retire (with a tombstone).
 //     Everything is bounded (Config) and an exceeded bound is a typed
 //     *LimitError that changes nothing.
 //   - Service: a Table behind a mutex with a clock, and the handlers of the
@@ -26,60 +27,103 @@
 // held by crashed holders, and a lease on holders of active cohorts (see
 // "Limits" below).
 //
-// # Lock words: how owner locks and MN CAS locks exclude each other
+// # Lock words: mark once, then grant locally
 //
-// A record's memory-node lock word is in one of three states (store
-// reserves bit 63 for owner sentinels and bit 62 for "held"; sentinel.go
-// lays out the rest: install epoch mod 2^30 and cohort id mod 2^32, which
-// say who holds it):
+// Owner tables are keyed by slot (table id, slot address), not by record:
+// lock words are per slot, and two records can meet in one slot (a delete
+// then an insert, or a stale cached address), so a table must serialise its
+// grantees per slot for its knowledge of a word to be trusted.
 //
-//	0      free
-//	T      held through the MN CAS path: the attempt's CAS tag (store.CASTag)
-//	H(c,e) held through an owner: the held sentinel of cohort c at install epoch e
+// A slot's memory-node lock word is in one of these states (store reserves
+// bit 63 for owner sentinels and bit 62 for "held"; sentinel.go lays out
+// the rest: install epoch mod 2^30 and cohort id mod 2^32):
 //
-// Transitions, and who makes them:
+//	0       free, unmarked
+//	T       held through the MN CAS path: the attempt's CAS tag (store.CASTag)
+//	S(c,e)  free, marked by cohort c's activation installed at epoch e
+//	H(c,e)  held through that activation: one of its grantees holds it
 //
-//	0 → T       CAS(0 → tag), by an MN CAS locker (occ.CASLocker)
-//	0 → H(c,e)  CAS(0 → H(c,e)), by the Locker of a transaction that holds the
-//	            table grant of cohort c at epoch e, right after the grant, in one
-//	            doorbell with the READ of the slot
-//	T → 0       only T's holder (the commit's header WRITE, or cleanup CAS)
-//	H → 0       only H's holder (the commit's header WRITE: occ.LockResult.Release
-//	            is 0), after which the Locker releases the table grant
+// occ treats 0 and S as unlocked (validation passes them, inserts may claim
+// their empty slots) and T and H as locked (readers abort, validation
+// fails), so a lock held through an owner is as visible to OCC readers as
+// an MN CAS lock, and write skew stays impossible (TestLockerPaths,
+// TestOwnerGrantsAtomicFree and the skew transactions of the porcupine
+// test check it).
 //
-// An MN CAS locker that meets H fails its CAS and is refused
-// (occ.LockRedirect); an owner-path grantee that meets T or another H is
-// refused (occ.LockConflict) and its table grant is dropped again. A free
-// owner sentinel (never written here) guards nothing and is taken over by
-// either path.
+// Transitions, and who makes them (a "grantee of (c,e) for slot A" holds
+// the table grant of A in the table of activation (c,e)):
 //
-// Why not mark the word once per epoch and grant locally afterwards (the
-// design SPEC §4 sketches)? Because OCC read validation decides on lock
-// words (occ.IsLocked): a lock that lives only in an owner's table is
-// invisible to readers, and two crossed read-one-write-the-other
-// transactions would both validate and commit (write skew; TestLockerPaths
-// checks that a plain read sees an owner-held lock, and the skew
-// transactions of the porcupine test exercise it). So the held state has to
-// reach the memory node on every grant, and doing it by CAS from 0 keeps the
-// lock word the one arbiter between paths. Released owner locks go back to
-// 0 rather than to a free sentinel because occ's inserts only claim empty
-// slots whose lock word is 0 (a sentinel left by a delete would leak the
-// slot), and because I2 below does not need a persistent marker.
+//	0 → T         CAS, by an MN CAS locker
+//	T → 0         only T's holder (the commit's header WRITE, or cleanup CAS)
+//	x → H(c,e)    CAS(x → H(c,e)) by a grantee of (c,e) for A, where x is 0,
+//	              S(c,e), or a free sentinel of a retired activation (the
+//	              first grant of A at epoch e; remote grants; grants whose
+//	              mark or WRITE lease is missing)
+//	S(c,e) → H(c,e)  a plain WRITE by a grantee of (c,e) for A whose table
+//	              has A marked (local grants only): no atomic
+//	H(c,e) → S(c,e)  only H's holder: the commit's (or abort's) header WRITE
+//	              stores occ.LockResult.Release = S(c,e)
+//	H(c,e) → 0    only H's holder, when it leaves the slot without its
+//	              record (a delete, an insert that did not commit, a stale
+//	              address that found another record: ClearWhenEmpty), if it
+//	              is a local grantee — it unmarks A in the same table step
+//	              that releases its grant — or a remote one whose CAS replaced
+//	              a word other than S(c,e) (then A is not marked)
+//	S(c',e') → T  CAS by an MN CAS locker, only if (c',e') is retired by its
+//	              map (Locker.retired): c' not placed in the map and e' not
+//	              newer than the map
+//
+// A table marks A (Table.Mark) after its grantee's CAS to H(c,e) succeeds
+// locally; grants report marks (AcquireReply.Marked) and the Locker WRITEs
+// for marked grants. A remote grantee's reply carries no marks (the owner
+// RPC has no field for them), so remote grants pay one CAS each, expecting
+// S(c,e) (the word the coordinator saw when it located the slot, or the
+// node's hint), and never clear a word they found S(c,e) to 0 (they cannot
+// unmark).
+//
+// Who may take over a free sentinel S(c',e') (Locker.retired): a grantee of
+// the same cohort at a newer epoch e > e'; any locker whose map (epoch m)
+// does not place c' when e' ≤ m. Nobody else: in particular a free sentinel
+// of a cohort the map places is left to that cohort's grantees (the map
+// carries no install epochs, so the locker cannot tell an older activation
+// from the current one), and one newer than the locker's map means the map
+// is stale (it refreshes and the transaction retries).
 //
 // # Invariants and proof sketch
 //
-// I2 (mutual exclusion, whichever path). Every transition into a held state
-// (T or H) is a CAS from 0, and every transition out of a held state is made
-// by its holder only. So the lock word admits one holder at a time, exactly
-// as the plain MN CAS path does, and two transactions can never both hold
-// one record, whatever path each used and however stale their OwnerMaps
-// are (a node whose map says "unowned" for an owned cohort just uses MN
-// CAS, and the word arbitrates). The owner tables never weaken this: a
-// table grant is only the right to attempt the CAS. I2 therefore does not
-// depend on I1. (The bank test loses money when the Locker ignores a failed
-// lock-word CAS.)
+// Assumptions. (A1) A cohort activation (c,e) is installed at the epoch e of
+// the first OwnerMap that places c on its owner, and a map that no longer
+// places it (or places it elsewhere) is published only after (c,e) was
+// frozen and drained or fenced (the migration protocol, SPEC §6). (A2)
+// OwnerMaps with the same epoch are equal. (A3) A plain WRITE posted by a
+// grantee reaches the memory node within 3/4 of the owner's drain deadline
+// (see "Fencing and the WRITE lease").
 //
-// What the table adds on top of the lock word is authority and locality:
+// Lemma (marks are true). While (c,e) is active, a word that is S(c,e) or
+// H(c,e) is changed only by grantees of (c,e) for its slot. Proof: MN CAS
+// lockers CAS from 0 or from a retired sentinel only: a locker whose map
+// places c does not take S(c,e); a map of epoch m ≥ e that does not place
+// c exists only once (c,e) was frozen and drained or fenced (A1, A2), so
+// (c,e) is no longer active; a locker whose map is older than e sees
+// e > m and refuses. Grantees of other activations take S(c,e) only if
+// (c,e) is retired (older epoch of the same cohort, or cohort not placed).
+// Hence, in the table of (c,e), a
+// marked slot's word is S(c,e) whenever no grantee holds the slot (each
+// holder's release stores S(c,e), or 0 after unmarking it in the same
+// table step that frees the grant), and the single grantee holding it may
+// WRITE H(c,e). Fence clears the marks (fenced holders may keep H, or
+// still have a WRITE in flight), so grants after a Thaw CAS again.
+//
+// I2 (mutual exclusion, whichever path). Every transition into a held state
+// is either a CAS from a value that denotes "free for this locker" or a
+// WRITE over S(c,e) by the only grantee of that slot at (c,e) (the
+// lemma, and the table's one holder per slot). Every transition out of a
+// held state is made by its holder. So the lock word admits one holder at
+// a time, whatever path each used and however stale their maps are (a node
+// whose map says "unowned" for an owned cohort uses MN CAS and meets a
+// sentinel or CASes from 0 against the owner's CAS). A held sentinel is
+// never taken by anyone. (The bank test loses money when the Locker ignores
+// a failed lock-word CAS.)
 //
 // I1 (single authority). A Table grants a cohort's locks only while the
 // cohort is installed and active, only to requests whose epoch is not older
@@ -89,21 +133,20 @@
 // leaves a tombstone: late requests at an older epoch get Moved(owner,
 // epoch) and never a grant, and the cohort can only be installed again at a
 // newer epoch. Across nodes, at most one active activation per cohort is the
-// migration protocol's job (freeze the old owner before the new one is
-// installed and the new epoch published, SPEC §6); the table provides the
-// local half. Within a table, one (cohort, record) has at most one holder
-// (checked after every step of the randomized test against a reference
-// model), so owner-path transactions of one cohort meet their conflicts in
-// memory, before any atomic, and the CAS that follows a grant almost never
-// fails.
+// migration protocol's job (A1); the table provides the local half. Within
+// a table, one (cohort, slot) has at most one holder (checked after every
+// step of the randomized test against a reference model). I1 is what makes
+// the WRITE safe: only the table of (c,e) grants slots whose word is
+// S(c,e).
 //
-// I3 (no lost lock state). A transaction holding a record under the old
-// owner (epoch e) keeps H(c,e) on the lock word until it releases it. The
-// new owner's grantees CAS from 0, so they are refused until the old holder
-// has released — even after the old table fenced (forgot) that holder. Drain
-// and Fence are therefore about liveness (bounding the handoff; Fence
-// reports the holders so the runtime can abort them), not safety; Retire
-// refuses a cohort that still has holders.
+// I3 (no lost lock state). A transaction holding a slot under the old
+// owner (epoch e) keeps H(c,e) on the lock word until it releases it (to
+// S(c,e)). The new owner's grantees at e2 > e CAS (their table has no marks
+// yet), from 0 or from S(c,e) — never from H(c,e) — so they are refused
+// until the old holder has released, even after the old table fenced
+// (forgot) that holder. Drain and Fence are therefore about liveness
+// (bounding the handoff; Fence reports the holders so the runtime can abort
+// them), not safety; Retire refuses a cohort that still has holders.
 //
 // I4 (epoch fencing). Requests older than the cohort's install epoch get
 // StaleEpoch; requests for a retired cohort get Moved; for a cohort the
@@ -112,7 +155,9 @@
 // Locker refreshes its Resolver on Moved / StaleEpoch (following the Moved
 // hint when the Resolver has not caught up) and retries at most
 // NodeConfig.MaxRedirects times, then answers occ.LockRedirect (the
-// transaction aborts and its client retries).
+// transaction aborts and its client retries). On the memory node, the
+// epoch in a sentinel fences MN CAS lockers with stale maps: a sentinel
+// newer than the locker's map is never taken.
 //
 // Idempotency. A table holder is the transaction attempt's CAS tag, unique
 // per attempt cluster-wide: a retried Acquire of a lock the same attempt
@@ -122,32 +167,57 @@
 // remembered reply and changes nothing (bounded FIFO cache). The owner RPC
 // carries the holder in LockRequest.txn_id (the proto has no attempt field).
 //
+// # Fencing and the WRITE lease
+//
+// A WRITE cannot be fenced at the memory node (it has no CPU and a WRITE
+// has no comparison). The one grantee that could WRITE after its
+// activation was retired is a fenced one: granted before the freeze,
+// forgotten by Fence, its WRITE still on its way when another locker takes
+// the word over. So a grantee WRITEs only within NodeConfig.WriteLease
+// (default: a quarter of the table's drain deadline) of asking its table,
+// and CASes from S(c,e) after that; since the grant precedes the freeze and
+// Fence comes a full drain deadline after the freeze, a WRITE that reaches
+// the memory node within the remaining 3/4 of the deadline (A3) lands before
+// any takeover.
+//
 // # Cost
 //
-// An owner-path grant costs one lock-word CAS and a READ of the slot in one
-// doorbell (the same verbs as an MN CAS lock, so the saving of the owner
-// path is in conflicts: they are found in the owner's memory, before any
-// atomic, so owner-path CASes almost never fail and never retry), plus the
-// owner RPC for remote owners; the release is part of the commit's header
-// WRITE, as on the MN path. Saving the atomic itself would need a different
-// validation rule (for example, readers asking the owner), which occ does
-// not have.
+// Per lock, in the steady state (a record already marked at its cohort's
+// epoch): LOCAL grant — a WRITE of the lock word and a READ of the slot in
+// one doorbell, no atomic; release — part of the commit's header WRITE.
+// The first local grant of a slot at an epoch costs one CAS (expecting the
+// word the coordinator saw: 0, or an older epoch's free sentinel after a
+// migration). Owner RPC grants cost the RPC and one CAS (expecting S(c,e),
+// no failed CAS); MN CAS locks cost one CAS, and one CAS from the sentinel
+// for the first lock of a record of an evicted cohort. TestOwnerGrantsAtomicFree
+// and TestEvictionAndMoveSentinels count these verbs.
 //
 // # Limits
 //
-//   - If the memory node is unreachable when an owner-path CAS is posted,
-//     the Locker re-reads the word until NodeConfig.ResolveTimeout (H(c,e)
-//     found while it holds the table grant means its CAS applied); past it
-//     the lock is reported occ.LockUnknown and the table grant is kept until
-//     the cohort is fenced. A record whose word is left H by such a lock, or
-//     by a crashed holder, stays locked until a repair sweep clears it — not
+//   - If the memory node is unreachable when an owner-path CAS or WRITE is
+//     posted, the Locker re-reads the word until NodeConfig.ResolveTimeout
+//     (H(c,e) found while it holds the table grant means its verb applied);
+//     past it the lock is reported occ.LockUnknown and the table grant is
+//     kept until the cohort is fenced. A word left H by such a lock, or by a
+//     crashed holder, stays locked until a repair sweep clears it — not
 //     written yet (the MN CAS path has the same property for T; the
 //     sentinel's cohort and epoch fields are there for that sweep).
 //   - occ calls Released even when a commit's write-back gave up after its
 //     CleanupTimeout, so the table forgets a holder whose word may still be
-//     H(c,e). A later grantee's CAS then fails (safe), but if that CAS's
-//     outcome is lost too, the re-read would take the leftover H(c,e) for
-//     its own: two memory-node failures on one record.
+//     H(c,e); the slot stays marked, and the next grantee WRITEs H(c,e)
+//     over it and owns the word. If the abandoned release lands later it
+//     frees the word under that grantee: two memory-node failures on one
+//     record, as with the lost-CAS case.
+//   - A free sentinel of a cohort the map still places is only taken by
+//     that cohort's grantees. If the cohort generator moves a key group to
+//     another cohort while the old one stays placed, records still marked
+//     by the old cohort are refused to the new one (LockRedirect, no safety
+//     issue) until the old cohort is re-installed or evicted. Install
+//     epochs in the OwnerMap would lift this.
+//   - Inserts skip slots with a free sentinel they may not take (occ tries
+//     up to 4 free slots); a remote grantee's delete of a record whose word
+//     was S(c,e) leaves S(c,e) on the empty slot, which only cohort c's
+//     inserts reuse until c is retired.
 //   - An owner RPC with no answer after NodeConfig.RPCAttempts is refused
 //     (occ.LockConflict) and its records are unlocked best effort; an unlock
 //     that cannot be delivered leaves the holder in the remote table until
@@ -155,5 +225,6 @@
 //     table holders of active cohorts would bound that; safe by the I3
 //     argument, not written yet.
 //   - A request above Config.MaxKeysPerRequest or Config.MaxLocks is refused
-//     as a conflict by the Locker (it splits requests at 256 keys).
+//     as a conflict by the Locker (it splits requests at 256 keys). Marks
+//     are bounded by Config.MaxMarks; unmarked slots cost a CAS per grant.
 package owner

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -26,6 +27,16 @@ type Route struct {
 	Local bool
 	// Epoch is the OwnerMap epoch the route was read from (requests carry it).
 	Epoch uint64
+}
+
+// CohortResolver is implemented by Resolvers that can say whether a cohort
+// is owned at their current OwnerMap (MapResolver does). A Locker whose
+// Resolver does not implement it never takes over a free sentinel of
+// another cohort.
+type CohortResolver interface {
+	// CohortOwned reports whether cohort c is placed in the current map,
+	// and the map's epoch.
+	CohortOwned(c control.CohortID) (owned bool, epoch uint64)
 }
 
 // Resolver maps key groups to their owners at the node's current OwnerMap.
@@ -61,6 +72,16 @@ type NodeConfig struct {
 	// ResolveTimeout bounds how long a locker re-reads a lock word whose
 	// CAS outcome was lost with the memory-node connection (default 1 s).
 	ResolveTimeout time.Duration
+	// WriteLease bounds the time from asking the local table for a grant to
+	// posting the plain WRITE that sets a marked lock word held; a grant
+	// older than that sets the word by CAS instead (see "Fencing and the
+	// WRITE lease" in the package documentation). Default: a quarter of the
+	// local table's DrainDeadlineMicros.
+	WriteLease time.Duration
+	// HintEntries bounds the node's cache of lock words last seen free
+	// (the expected values of its owner-path CASes); default 1<<16, cleared
+	// when full.
+	HintEntries int
 }
 
 func (c NodeConfig) withDefaults() NodeConfig {
@@ -76,6 +97,9 @@ func (c NodeConfig) withDefaults() NodeConfig {
 	if c.ResolveTimeout == 0 {
 		c.ResolveTimeout = time.Second
 	}
+	if c.HintEntries == 0 {
+		c.HintEntries = 1 << 16
+	}
 	return c
 }
 
@@ -88,8 +112,14 @@ type NodeStats struct {
 	// settled by re-reading the word; Unresolved stayed unknown past
 	// ResolveTimeout.
 	Resolved, Unresolved atomic.Uint64
-	// Reclaimed are free owner sentinels taken over by a locker.
+	// Reclaimed are free owner sentinels of retired activations taken over
+	// by a locker (one CAS each).
 	Reclaimed atomic.Uint64
+	// WordWrites are owner-path lock words set held by a plain WRITE (no
+	// atomic: the record was marked at its cohort's epoch); WordCASes are
+	// those set by CAS (the first grant of a record at an epoch, remote
+	// grants, and grants whose mark or lease was missing).
+	WordWrites, WordCASes atomic.Uint64
 }
 
 // Node is the owner runtime of one compute node: its owner table service,
@@ -101,6 +131,37 @@ type Node struct {
 	tr    Transport
 	reqID atomic.Uint64
 	Stats NodeStats
+
+	// hints: lock words this node last saw as a free owner sentinel, used
+	// only as the expected value of a CAS (a wrong hint costs one failed
+	// CAS, never safety).
+	hintMu sync.Mutex
+	hints  map[wordKey]uint64
+}
+
+// wordKey names a record slot's lock word on the memory node.
+type wordKey struct {
+	rkey uint32
+	addr uint64
+}
+
+func (n *Node) hint(k wordKey) uint64 {
+	n.hintMu.Lock()
+	defer n.hintMu.Unlock()
+	return n.hints[k]
+}
+
+func (n *Node) setHint(k wordKey, w uint64) {
+	n.hintMu.Lock()
+	defer n.hintMu.Unlock()
+	if w == 0 {
+		delete(n.hints, k)
+		return
+	}
+	if len(n.hints) >= n.cfg.HintEntries {
+		clear(n.hints)
+	}
+	n.hints[k] = w
 }
 
 // NewNode returns a node. svc may be nil for a node that owns nothing; tr
@@ -109,10 +170,15 @@ func NewNode(cfg NodeConfig, svc *Service, res Resolver, tr Transport) (*Node, e
 	if res == nil {
 		return nil, errors.New("owner: NewNode needs a Resolver")
 	}
-	if cfg.MaxRedirects < 0 || cfg.RPCAttempts < 0 || cfg.RPCTimeout < 0 || cfg.ResolveTimeout < 0 {
+	if cfg.MaxRedirects < 0 || cfg.RPCAttempts < 0 || cfg.RPCTimeout < 0 || cfg.ResolveTimeout < 0 ||
+		cfg.WriteLease < 0 || cfg.HintEntries < 0 {
 		return nil, fmt.Errorf("owner: negative NodeConfig field: %+v", cfg)
 	}
-	return &Node{cfg: cfg.withDefaults(), svc: svc, res: res, tr: tr}, nil
+	cfg = cfg.withDefaults()
+	if cfg.WriteLease == 0 && svc != nil {
+		cfg.WriteLease = time.Duration(svc.Config().DrainDeadlineMicros) * time.Microsecond / 4
+	}
+	return &Node{cfg: cfg, svc: svc, res: res, tr: tr, hints: map[wordKey]uint64{}}, nil
 }
 
 // Service returns the node's owner table service (nil if it has none).
@@ -140,9 +206,11 @@ type grant struct {
 // owner: the node's own table (occ.PathLocal), a remote owner over the
 // Transport (occ.PathOwnerRPC), or the fallback locker for unowned key
 // groups (occ.PathMNCAS). An owner's grant is then made visible on the
-// memory node by CAS'ing the record's lock word to the held owner sentinel
-// (see the package documentation). Like every occ.Locker it is used by one
-// coordinator goroutine at a time.
+// memory node by setting the slot's lock word to the held owner sentinel:
+// by a plain WRITE when the owner's table has the slot marked, by CAS
+// otherwise (see the package documentation). Owner tables are keyed by
+// slot (table id, slot address), not by record. Like every occ.Locker it is
+// used by one coordinator goroutine at a time.
 type Locker struct {
 	n      *Node
 	qp     rdma.QueuePair
@@ -168,7 +236,19 @@ type ownerGrant struct {
 	route   Route
 	epoch   uint64
 	already bool
+	// marked: the owner's table knows the word is this activation's
+	// sentinel (local grants only); asked is when the table was asked.
+	marked bool
+	asked  time.Time
 }
+
+// slotKey is the owner-table key of a lock request: its slot, not its
+// record. Lock words are per slot, and two records can meet in one slot (a
+// delete and an insert, or a stale cached address), so the table must
+// serialise grantees per slot for its marks to be trusted.
+func slotKey(q *occ.LockRequest) Key { return Key{Table: q.Ref.Table, Key: q.SlotAddr} }
+
+func wordOf(q *occ.LockRequest) wordKey { return wordKey{q.Table.Region.RKey, q.SlotAddr} }
 
 // Acquire implements occ.Locker.
 func (l *Locker) Acquire(ctx context.Context, reqs []occ.LockRequest, res []occ.LockResult) error {
@@ -271,9 +351,10 @@ func (l *Locker) ask(ctx context.Context, reqs []occ.LockRequest, res []occ.Lock
 	path := pathOf(g.route)
 	keys := make([]Key, len(idx))
 	for j, i := range idx {
-		keys[j] = reqs[i].Ref
+		keys[j] = slotKey(&reqs[i])
 	}
 	id := l.n.reqID.Add(1)
+	asked := time.Now()
 	var rep AcquireReply
 	if g.route.Local {
 		r, err := l.n.svc.Acquire(AcquireRequest{Cohort: g.route.Cohort, Epoch: g.route.Epoch, Holder: g.tag,
@@ -301,6 +382,12 @@ func (l *Locker) ask(ctx context.Context, reqs []occ.LockRequest, res []occ.Lock
 		for _, j := range rep.Already {
 			already[j] = true
 		}
+		marked := map[int]bool{}
+		if g.route.Local { // remote replies carry no marks
+			for _, j := range rep.Marked {
+				marked[j] = true
+			}
+		}
 		held := map[int]bool{}
 		var out []ownerGrant
 		for _, j := range rep.Granted {
@@ -308,7 +395,8 @@ func (l *Locker) ask(ctx context.Context, reqs []occ.LockRequest, res []occ.Lock
 				continue
 			}
 			held[j] = true
-			out = append(out, ownerGrant{i: idx[j], route: g.route, epoch: rep.Epoch, already: already[j]})
+			out = append(out, ownerGrant{i: idx[j], route: g.route, epoch: rep.Epoch, already: already[j],
+				marked: marked[j], asked: asked})
 		}
 		for j, i := range idx {
 			if !held[j] {
@@ -369,58 +457,149 @@ func (l *Locker) lockRPC(ctx context.Context, g routeGroup, keys []Key, id uint6
 	return AcquireReply{}, false
 }
 
+// maxWordAttempts bounds the CASes one owner-path grant may post on its lock
+// word (expected value from the hint, then the value found, then a last
+// retry).
+const maxWordAttempts = 3
+
 // lockWords makes table grants visible on the memory node: one doorbell
-// with, per grant, CAS(0 → held sentinel) on the lock word and a READ of the
-// slot. A word held by the MN CAS path (a node whose map is stale) or by a
-// holder of another owner or epoch refuses the grant; grants whose word
-// cannot be taken are released in the table again.
+// with, per grant, a verb that sets the lock word to the held sentinel
+// H(c,e) of the grant's cohort and install epoch, and a READ of the slot.
+//
+//   - A marked local grant (the owner's table knows the word is S(c,e), and
+//     the grant is younger than the WRITE lease) posts a plain WRITE of
+//     H(c,e): no atomic. Only holders of this slot at (c,e) change a word
+//     that is S(c,e) or H(c,e) while (c,e) is active, and this grantee is
+//     the only one now.
+//   - Any other grant posts CAS(expected → H(c,e)), expecting S(c,e) if
+//     the node's hint or the word the coordinator saw (LockRequest.Seen)
+//     says so, else the seen word if it is a retired activation's free
+//     sentinel, else 0. On a mismatch it retries (bounded) with the
+//     value found when that value is free for it: 0, this activation's free
+//     sentinel S(c,e), or a free sentinel of a retired activation (see
+//     retired). A CAS tag or another held sentinel refuses the grant
+//     (LockConflict); a free sentinel of an activation that may still be
+//     active refuses it as LockRedirect. Successful local CASes mark the
+//     keys in the table, so the next grants WRITE.
+//
+// Grants whose word cannot be taken are released in the table again.
 func (l *Locker) lockWords(ctx context.Context, reqs []occ.LockRequest, res []occ.LockResult, gs []ownerGrant) {
-	expect := make([]uint64, len(gs)) // 0: a free lock word
+	expect := make([]uint64, len(gs))
+	write := make([]bool, len(gs))
 	todo := make([]int, len(gs))
-	for k := range gs {
+	for k, g := range gs {
 		todo[k] = k
+		q := &reqs[g.i]
+		write[k] = g.marked && !g.already && g.route.Local
+		// The expected value: this node's hint if it is this activation's
+		// free sentinel, else the word the coordinator saw when it located
+		// the slot if that is free for this grant, else 0.
+		free := Sentinel(g.route.Cohort, g.epoch, false)
+		switch seen := q.Seen; {
+		case l.n.hint(wordOf(q)) == free, seen == free:
+			expect[k] = free
+		case store.IsFreeSentinel(seen):
+			if ok, _ := l.retired(seen, g.route, g.epoch); ok {
+				expect[k] = seen
+			}
+		}
 	}
 	var undo []ownerGrant
+	type markKey struct {
+		cohort control.CohortID
+		epoch  uint64
+		tag    uint64
+	}
+	marks := map[markKey][]Key{}
 	for attempt := 0; len(todo) > 0; attempt++ {
 		var next []int
 		for start := 0; start < len(todo); start += rdma.MaxBatch / 2 {
 			chunk := todo[start:min(start+rdma.MaxBatch/2, len(todo))]
 			l.wrs = l.wrs[:0]
 			for _, k := range chunk {
-				q := &reqs[gs[k].i]
-				l.wrs = append(l.wrs,
-					rdma.WorkRequest{ID: uint64(k), Op: rdma.OpCompareAndSwap, RKey: q.Table.Region.RKey,
-						RemoteAddr: q.SlotAddr + store.LockOffset, Compare: expect[k], Swap: Sentinel(gs[k].route.Cohort, gs[k].epoch, true)},
-					rdma.WorkRequest{ID: uint64(k), Op: rdma.OpRead, RKey: q.Table.Region.RKey,
-						RemoteAddr: q.SlotAddr, Local: make([]byte, q.Table.SlotSize)})
+				g := gs[k]
+				q := &reqs[g.i]
+				held := Sentinel(g.route.Cohort, g.epoch, true)
+				if write[k] && time.Since(g.asked) >= l.n.cfg.WriteLease {
+					write[k] = false // past the lease: CAS from the free sentinel
+					expect[k] = Sentinel(g.route.Cohort, g.epoch, false)
+				}
+				if write[k] {
+					l.wrs = append(l.wrs, rdma.WorkRequest{ID: uint64(k), Op: rdma.OpWrite, RKey: q.Table.Region.RKey,
+						RemoteAddr: q.SlotAddr + store.LockOffset, Local: binary.LittleEndian.AppendUint64(nil, held)})
+				} else {
+					l.wrs = append(l.wrs, rdma.WorkRequest{ID: uint64(k), Op: rdma.OpCompareAndSwap, RKey: q.Table.Region.RKey,
+						RemoteAddr: q.SlotAddr + store.LockOffset, Compare: expect[k], Swap: held})
+				}
+				l.wrs = append(l.wrs, rdma.WorkRequest{ID: uint64(k), Op: rdma.OpRead, RKey: q.Table.Region.RKey,
+					RemoteAddr: q.SlotAddr, Local: make([]byte, q.Table.SlotSize)})
 			}
 			cs, _ := rdma.Exec(ctx, l.qp, l.wrs...)
 			var unknown []int
 			for j, k := range chunk {
 				g := gs[k]
+				q := &reqs[g.i]
 				out := &res[g.i]
 				out.Path = pathOf(g.route)
 				if 2*j >= len(cs) || cs[2*j].Status != rdma.StatusSuccess {
+					if !write[k] {
+						out.CAS++ // posted: may have applied
+					}
 					unknown = append(unknown, k)
 					continue
 				}
-				out.CAS++
-				v := cs[2*j].Value
 				var slot []byte
 				if 2*j+1 < len(cs) && cs[2*j+1].Status == rdma.StatusSuccess {
 					slot = l.wrs[2*j+1].Local
 				}
+				free := Sentinel(g.route.Cohort, g.epoch, false)
+				if write[k] {
+					l.n.Stats.WordWrites.Add(1)
+					l.granted(reqs, res, g, slot, free)
+					continue
+				}
+				out.CAS++
+				v := cs[2*j].Value
+				if v == expect[k] {
+					l.n.Stats.WordCASes.Add(1)
+					l.n.setHint(wordOf(q), free)
+					if store.IsOwnerSentinel(v) && v != free {
+						l.n.Stats.Reclaimed.Add(1)
+					}
+					l.granted(reqs, res, g, slot, v)
+					if g.route.Local && !g.already {
+						mk := markKey{g.route.Cohort, g.epoch, q.Tag}
+						marks[mk] = append(marks[mk], slotKey(q))
+					}
+					continue
+				}
+				if v == Sentinel(g.route.Cohort, g.epoch, true) && g.already {
+					l.granted(reqs, res, g, slot, free) // held by this attempt already
+					continue
+				}
+				out.CASFailed++
 				switch {
-				case v == expect[k] || v == Sentinel(g.route.Cohort, g.epoch, true) && g.already:
-					l.granted(reqs, res, g, slot)
-				case attempt == 0 && store.IsOwnerSentinel(v) && !store.SentinelHeld(v):
-					// A free sentinel (this package never writes one; another
-					// design or version might) guards nothing: take it over.
-					out.CASFailed++
+				case attempt+1 >= maxWordAttempts:
+					out.Status, out.LockWord = occ.LockConflict, v
+					undo = append(undo, g)
+				case v == 0 || v == free:
+					// A wrong hint: the word was cleared by a local delete,
+					// or marked by another grantee of this activation (a
+					// remote one, whose marks the table does not learn).
+					// Both are free for this grantee; CAS again from it.
 					expect[k] = v
 					next = append(next, k)
+				case store.IsFreeSentinel(v):
+					if ok, _ := l.retired(v, g.route, g.epoch); ok {
+						expect[k] = v
+						next = append(next, k)
+						continue
+					}
+					// A free sentinel of an activation that may be active:
+					// only its own grantees may take it.
+					out.Status, out.LockWord = occ.LockRedirect, v
+					undo = append(undo, g)
 				default: // a CAS tag or a held sentinel: locked by another path or owner
-					out.CASFailed++
 					out.Status, out.LockWord = occ.LockConflict, v
 					undo = append(undo, g)
 				}
@@ -431,21 +610,73 @@ func (l *Locker) lockWords(ctx context.Context, reqs []occ.LockRequest, res []oc
 		}
 		todo = next
 	}
+	for mk, keys := range marks {
+		l.n.svc.Mark(mk.cohort, mk.epoch, mk.tag, keys)
+	}
 	l.release(undo, reqs)
 }
 
-// granted records a granted owner-path lock.
-func (l *Locker) granted(reqs []occ.LockRequest, res []occ.LockResult, g ownerGrant, slot []byte) {
-	q := &reqs[g.i]
-	out := &res[g.i]
-	out.Status, out.Slot, out.Release = occ.LockGranted, slot, 0
-	l.grants[grantKey{uint32(q.Ref.Table), q.Ref.Key, q.Tag}] = grant{route: g.route, epoch: g.epoch}
+// retired reports whether the free owner sentinel w = S(c', e') guards
+// nothing for a lock of route r (granted at install epoch e when r is
+// owned), so that the lock may take the word over by CAS:
+//
+//   - the same cohort at another epoch: retired iff e' < e (the table
+//     granting at e was installed after the activation at e' was frozen,
+//     drained or fenced, and retired);
+//   - another cohort, or the MN CAS path: retired iff the resolver's map
+//     (epoch m) does not own c' and e' ≤ m. An activation installed at
+//     e' ≤ m that map m no longer shows was frozen and drained (or fenced)
+//     before m was published, and never grants again. If e' > m the map is
+//     stale (the activation may be newer than it): refused, and atLeast
+//     says which epoch to refresh to. If c' is owned in the map, w may be
+//     its current activation's sentinel (the map has no install epochs):
+//     refused; only c' grantees take such a word.
+//
+// Epochs compare in their 30-bit sentinel field.
+func (l *Locker) retired(w uint64, r Route, e uint64) (ok bool, atLeast uint64) {
+	c, we := SentinelCohort(w), SentinelEpoch(w)
+	if r.Owned && c == uint64(r.Cohort)&cohortMask {
+		return we < e&epochMask, 0
+	}
+	cr, isCR := l.n.res.(CohortResolver)
+	if !isCR {
+		return false, 0
+	}
+	owned, m := cr.CohortOwned(control.CohortID(c))
+	switch {
+	case owned:
+		return false, 0
+	case we > m&epochMask:
+		return false, we
+	}
+	return true, 0
 }
 
-// resolve settles lock-word CASes whose outcome was lost: it re-reads the
-// slots until ResolveTimeout. While this holder has the table grant nobody
-// else can set the held sentinel of this cohort and epoch, so finding it
-// means our CAS applied. It returns the grants to release in the table.
+// granted records a granted owner-path lock; orig is the word the grant
+// replaced (S(c,e) when unknown).
+func (l *Locker) granted(reqs []occ.LockRequest, res []occ.LockResult, g ownerGrant, slot []byte, orig uint64) {
+	q := &reqs[g.i]
+	out := &res[g.i]
+	out.Status, out.Slot = occ.LockGranted, slot
+	// Released to the free sentinel, so the next grant here WRITEs. A slot
+	// left without the requested record (empty, or another record: a stale
+	// address) is cleared to 0 instead, so that any path may claim it and
+	// no other record keeps this cohort's mark: by a local grantee, which
+	// unmarks it in the table in Released; by a remote grantee only if the
+	// word it replaced was not S(c,e) — then the slot is not marked at the
+	// owner (a marked word is S or H of the activation), and while it holds
+	// the grant nobody marks it. Remote grantees cannot unmark (the owner
+	// RPC has no field for it), so over a possibly marked word they leave
+	// S(c,e).
+	free := Sentinel(g.route.Cohort, g.epoch, false)
+	out.Release, out.ClearWhenEmpty = free, g.route.Local || orig != free
+	l.grants[grantKey{uint32(q.Ref.Table), q.SlotAddr, q.Tag}] = grant{route: g.route, epoch: g.epoch}
+}
+
+// resolve settles lock-word CASes and WRITEs whose outcome was lost: it
+// re-reads the slots until ResolveTimeout. While this holder has the table
+// grant nobody else can set the held sentinel of this cohort and epoch, so
+// finding it means our verb applied. It returns the grants to release in the table.
 // If the memory node stays unreachable the lock is reported LockUnknown and
 // the table grant is kept (it is fenced with the cohort): releasing it could
 // let another holder take the record while our CAS may still land.
@@ -465,13 +696,11 @@ func (l *Locker) resolve(ctx context.Context, reqs []occ.LockRequest, res []occ.
 			var undo []ownerGrant
 			for j, k := range ks {
 				g := gs[k]
-				res[g.i].CAS++
 				w := binary.LittleEndian.Uint64(wrs[j].Local[store.LockOffset:])
 				if w == Sentinel(g.route.Cohort, g.epoch, true) {
-					l.granted(reqs, res, g, wrs[j].Local)
+					l.granted(reqs, res, g, wrs[j].Local, Sentinel(g.route.Cohort, g.epoch, false))
 					continue
 				}
-				res[g.i].CASFailed++
 				res[g.i].Status, res[g.i].LockWord = occ.LockConflict, w
 				undo = append(undo, g)
 			}
@@ -480,7 +709,7 @@ func (l *Locker) resolve(ctx context.Context, reqs []occ.LockRequest, res []occ.
 		select {
 		case <-c.Done():
 			for _, k := range ks {
-				res[gs[k].i] = occ.LockResult{Status: occ.LockUnknown, Path: pathOf(gs[k].route), CAS: 1}
+				res[gs[k].i] = occ.LockResult{Status: occ.LockUnknown, Path: pathOf(gs[k].route), CAS: res[gs[k].i].CAS}
 			}
 			l.n.Stats.Unresolved.Add(uint64(len(ks)))
 			return nil
@@ -493,8 +722,11 @@ func (l *Locker) resolve(ctx context.Context, reqs []occ.LockRequest, res []occ.
 // acquireFallback takes the locks of unowned key groups through the
 // fallback locker. The fallback reports an owner sentinel as LockRedirect: a
 // held one is a lock (an owner's holder, possibly of a cohort since
-// evicted, or this node's map is stale) and stays refused; a free one guards
-// nothing and is taken over by CAS.
+// evicted, or this node's map is stale) and stays refused; a free one is
+// taken over by CAS (tag expected the sentinel) only if its activation is
+// retired by this node's map (see retired: its cohort is not placed in the
+// map and its epoch is not newer than the map); otherwise it stays a
+// redirect, after refreshing the map if the sentinel is newer than it.
 func (l *Locker) acquireFallback(ctx context.Context, reqs []occ.LockRequest, res []occ.LockResult, idx []int) error {
 	if l.fb == nil {
 		for _, i := range idx {
@@ -502,24 +734,58 @@ func (l *Locker) acquireFallback(ctx context.Context, reqs []occ.LockRequest, re
 		}
 		return nil
 	}
-	sub := make([]occ.LockRequest, len(idx))
-	subRes := make([]occ.LockResult, len(idx))
-	for j, i := range idx {
-		sub[j] = reqs[i]
+	// Records the coordinator saw with a free sentinel of a retired
+	// activation are taken over directly, by one CAS from that sentinel;
+	// the others go to the fallback locker.
+	var reclaim, viaFB []int
+	for _, i := range idx {
+		if w := reqs[i].Seen; store.IsFreeSentinel(w) {
+			if ok, _ := l.retired(w, Route{}, 0); ok {
+				res[i] = occ.LockResult{Path: occ.PathMNCAS, LockWord: w}
+				reclaim = append(reclaim, i)
+				continue
+			}
+		}
+		viaFB = append(viaFB, i)
 	}
-	if err := l.fb.Acquire(ctx, sub, subRes); err != nil {
-		return err
-	}
-	var reclaim []int
-	for j, i := range idx {
-		res[i] = subRes[j]
-		if w := subRes[j].LockWord; subRes[j].Status == occ.LockRedirect && store.IsOwnerSentinel(w) && !store.SentinelHeld(w) {
-			reclaim = append(reclaim, i)
+	if len(viaFB) > 0 {
+		sub := make([]occ.LockRequest, len(viaFB))
+		subRes := make([]occ.LockResult, len(viaFB))
+		for j, i := range viaFB {
+			sub[j] = reqs[i]
+		}
+		if err := l.fb.Acquire(ctx, sub, subRes); err != nil {
+			if len(reclaim) == 0 {
+				return err
+			}
+			for j := range subRes {
+				subRes[j] = occ.LockResult{Status: occ.LockConflict, Path: occ.PathMNCAS}
+			}
+		}
+		var refresh uint64
+		for j, i := range viaFB {
+			res[i] = subRes[j]
+			if w := subRes[j].LockWord; subRes[j].Status == occ.LockRedirect && store.IsFreeSentinel(w) {
+				ok, atLeast := l.retired(w, Route{}, 0)
+				if ok {
+					reclaim = append(reclaim, i)
+				}
+				refresh = max(refresh, atLeast)
+			}
+		}
+		if refresh > 0 {
+			l.n.res.Refresh(ctx, refresh) // met a sentinel newer than the map
 		}
 	}
-	if len(reclaim) == 0 {
-		return nil
+	for start := 0; start < len(reclaim); start += rdma.MaxBatch / 2 {
+		l.reclaim(ctx, reqs, res, reclaim[start:min(start+rdma.MaxBatch/2, len(reclaim))])
 	}
+	return nil
+}
+
+// reclaim takes over free sentinels of retired activations for the MN CAS
+// path: CAS(sentinel → tag) and a READ of the slot, in one doorbell.
+func (l *Locker) reclaim(ctx context.Context, reqs []occ.LockRequest, res []occ.LockResult, reclaim []int) {
 	l.wrs = l.wrs[:0]
 	for _, i := range reclaim {
 		q := &reqs[i]
@@ -551,12 +817,12 @@ func (l *Locker) acquireFallback(ctx context.Context, reqs []occ.LockRequest, re
 			out.Slot = l.wrs[2*j+1].Local
 		}
 	}
-	return nil
 }
 
 // Released implements occ.Locker: owner-path locks are released in their
-// owner's table (after the coordinator stored the release word 0), the rest
-// are passed to the fallback locker.
+// owner's table (after the coordinator stored the release word: the free
+// sentinel, or 0 for a slot a local grantee left empty, which is unmarked
+// in the same step), the rest are passed to the fallback locker.
 func (l *Locker) Released(reqs []occ.LockRequest, res []occ.LockResult) {
 	var fbReqs []occ.LockRequest
 	var fbRes []occ.LockResult
@@ -566,6 +832,7 @@ func (l *Locker) Released(reqs []occ.LockRequest, res []occ.LockResult) {
 		tag   uint64
 	}
 	rel := map[relKey][]Key{}
+	cleared := map[relKey][]Key{}
 	var order []relKey
 	for i := range reqs {
 		if i >= len(res) || res[i].Status != occ.LockGranted {
@@ -576,7 +843,7 @@ func (l *Locker) Released(reqs []occ.LockRequest, res []occ.LockResult) {
 			fbReqs, fbRes = append(fbReqs, *q), append(fbRes, res[i])
 			continue
 		}
-		gk := grantKey{uint32(q.Ref.Table), q.Ref.Key, q.Tag}
+		gk := grantKey{uint32(q.Ref.Table), q.SlotAddr, q.Tag}
 		g, ok := l.grants[gk]
 		if !ok {
 			continue
@@ -586,11 +853,16 @@ func (l *Locker) Released(reqs []occ.LockRequest, res []occ.LockResult) {
 		if _, ok := rel[k]; !ok {
 			order = append(order, k)
 		}
-		rel[k] = append(rel[k], q.Ref)
+		rel[k] = append(rel[k], slotKey(q))
+		if res[i].Release == 0 { // the coordinator cleared the word: unmark it
+			cleared[k] = append(cleared[k], slotKey(q))
+			l.n.setHint(wordOf(q), 0)
+		}
 	}
 	for _, k := range order {
-		for start := 0; start < len(rel[k]); start += maxKeysPerRPC {
-			l.releaseKeys(k.route, k.epoch, k.tag, rel[k][start:min(start+maxKeysPerRPC, len(rel[k]))])
+		keys := rel[k]
+		for start := 0; start < len(keys); start += maxKeysPerRPC {
+			l.releaseKeys(k.route, k.epoch, k.tag, keys[start:min(start+maxKeysPerRPC, len(keys))], cleared[k])
 		}
 	}
 	if len(fbReqs) > 0 && l.fb != nil {
@@ -615,16 +887,18 @@ func (l *Locker) release(gs []ownerGrant, reqs []occ.LockRequest) {
 		if _, ok := rel[k]; !ok {
 			order = append(order, k)
 		}
-		rel[k] = append(rel[k], reqs[g.i].Ref)
+		rel[k] = append(rel[k], slotKey(&reqs[g.i]))
 	}
 	for _, k := range order {
-		l.releaseKeys(k.route, k.epoch, k.tag, rel[k])
+		l.releaseKeys(k.route, k.epoch, k.tag, rel[k], nil)
 	}
 }
 
-func (l *Locker) releaseKeys(r Route, epoch uint64, tag uint64, keys []Key) {
+// releaseKeys releases table grants; cleared (local grants only) are keys
+// whose lock word was left 0, unmarked in the same step.
+func (l *Locker) releaseKeys(r Route, epoch uint64, tag uint64, keys []Key, cleared []Key) {
 	if r.Local {
-		if _, err := l.n.svc.Release(ReleaseRequest{Cohort: r.Cohort, Epoch: epoch, Holder: tag, Keys: keys}); err != nil {
+		if _, err := l.n.svc.Release(ReleaseRequest{Cohort: r.Cohort, Epoch: epoch, Holder: tag, Keys: keys, Cleared: cleared}); err != nil {
 			l.n.Stats.UnlockFailures.Add(1)
 		}
 		return

@@ -331,10 +331,14 @@ func TestLockerPaths(t *testing.T) {
 	if r.Counters.LocksLocal != 1 || r.Counters.LocksOwnerRPC != 1 || r.Counters.LocksMNCAS != 1 {
 		t.Fatalf("counters %+v", r.Counters)
 	}
-	// Released: every lock word is back to 0 and both owner tables are
-	// empty.
-	if w := c.lockWord(t, 0); w != 0 {
+	// Released: owner-path lock words are back to their cohort's free
+	// sentinel (the next grant at this epoch sets them held by WRITE), the
+	// MN CAS word to 0, and both owner tables are empty.
+	if w := c.lockWord(t, 0); w != Sentinel(1, 1, false) {
 		t.Fatalf("key 0 after commit: %#x", w)
+	}
+	if w := c.lockWord(t, 2); w != Sentinel(2, 1, false) {
+		t.Fatalf("key 2 after commit: %#x", w)
 	}
 	if w := c.lockWord(t, 4); w != 0 {
 		t.Fatalf("key 4 after commit: %#x", w)
@@ -405,7 +409,7 @@ func TestLockerPaths(t *testing.T) {
 		_, err := tx.GetForUpdate(acct(9))
 		return err
 	})
-	if w := c.lockWord(t, 9); w != 0 {
+	if w := c.lockWord(t, 9); w != Sentinel(1, 1, false) {
 		t.Fatalf("key 9 after the owner took it: %#x", w)
 	}
 }
@@ -489,7 +493,7 @@ func TestLockerMoved(t *testing.T) {
 		t.Fatalf("total %d", total)
 	}
 	for i, w := range c.allLockWords(t) {
-		if w != 0 {
+		if occ.IsLocked(w) {
 			t.Fatalf("slot %d: lock word %#x", i, w)
 		}
 	}
@@ -509,42 +513,73 @@ func (l *loopTransport) Unlock(context.Context, string, *messages.UnlockRequest)
 	return &messages.UnlockReply{Status: messages.LockStatus_LOCK_STATUS_OK}, nil
 }
 
-// TestFreeSentinelTakenOver: a free owner sentinel (which this package
-// never writes, but another version might have left) guards nothing: both
-// the MN CAS path and the owner path take it over.
+// TestFreeSentinelTakenOver: a free owner sentinel of a retired activation
+// (its cohort not in the map, its epoch not newer than the map) guards
+// nothing: both the MN CAS path and the owner path take it over with one
+// CAS. A free sentinel newer than the map, or of a cohort the map
+// places, is refused (redirect); a held sentinel is a lock.
 func TestFreeSentinelTakenOver(t *testing.T) {
 	c := newCluster(t, 3, threeNodeMap(1))
 	co := c.coordinator(0)
-	for k := range uint64(8) {
-		mustRun(t, co, func(tx txn.Tx) error { return tx.Insert(acct(k), u64(100)) })
+	// Load through the plain MN CAS path: no owner has marked these records.
+	plain, err := occ.NewEngine(c.layout, func() occ.Locker { return occ.NewCASLocker(c.qp()) }, kgOf,
+		occ.Config{Node: 9, CleanupTimeout: time.Second, CleanupBackoff: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, k := range []uint64{0, 4} { // cohort 1 LOCAL on cn-0; unowned
-		c.setLockWord(t, k, Sentinel(77, 5, false))
-		r := mustRun(t, co, func(tx txn.Tx) error {
+	loader := plain.NewCoordinator(c.qp())
+	for k := range uint64(16) {
+		mustRun(t, loader, func(tx txn.Tx) error { return tx.Insert(acct(k), u64(100)) })
+	}
+	update := func(k uint64) occ.Result {
+		return co.Run(context.Background(), 1, func(tx txn.Tx) error {
 			v, err := tx.GetForUpdate(acct(k))
 			if err != nil {
 				return err
 			}
 			return tx.Put(acct(k), v)
 		})
-		if r.Counters.MNCAS != 2 || r.Counters.MNCASFailed != 1 {
-			t.Fatalf("key %d: %+v", k, r.Counters)
+	}
+	for _, k := range []uint64{0, 4} { // cohort 1 LOCAL on cn-0; unowned
+		c.setLockWord(t, k, Sentinel(77, 1, false))
+		r := update(k)
+		// The coordinator saw the sentinel when it read the slot, so the
+		// takeover is one CAS expecting it.
+		if r.Outcome != occ.Committed || r.Counters.MNCAS != 1 || r.Counters.MNCASFailed != 0 {
+			t.Fatalf("key %d: %v %+v", k, r.Outcome, r.Counters)
 		}
-		if w := c.lockWord(t, k); w != 0 {
-			t.Fatalf("key %d after: %#x", k, w)
+		want := uint64(0)
+		if k == 0 {
+			want = Sentinel(1, 1, false)
+		}
+		if w := c.lockWord(t, k); w != want {
+			t.Fatalf("key %d after: %#x, want %#x", k, w, want)
 		}
 	}
-	if c.nodes[0].Stats.Reclaimed.Load() != 1 {
+	if c.nodes[0].Stats.Reclaimed.Load() != 2 {
 		t.Fatalf("reclaimed %d", c.nodes[0].Stats.Reclaimed.Load())
+	}
+	// Free sentinels that may belong to a live activation are refused by
+	// both paths: one newer than this node's map (cohort 77 at epoch 5),
+	// and one of cohort 2, which the map places on cn-1.
+	for _, w := range []uint64{Sentinel(77, 5, false), Sentinel(2, 1, false)} {
+		for _, k := range []uint64{8, 12} { // cohort 1 LOCAL; unowned
+			c.setLockWord(t, k, w)
+			r := update(k)
+			if r.Outcome != occ.Aborted || r.Counters.Redirects != 1 {
+				t.Fatalf("key %d with %#x: %v %+v", k, w, r.Outcome, r.Counters)
+			}
+			if got := c.lockWord(t, k); got != w {
+				t.Fatalf("key %d: %#x changed to %#x", k, w, got)
+			}
+			c.setLockWord(t, k, 0)
+		}
 	}
 	// A held sentinel is a lock, whoever left it.
 	c.setLockWord(t, 5, Sentinel(77, 5, true))
 	c.setLockWord(t, 1, Sentinel(77, 5, true))
 	for _, k := range []uint64{1, 5} {
-		r := co.Run(context.Background(), 1, func(tx txn.Tx) error {
-			_, err := tx.GetForUpdate(acct(k))
-			return err
-		})
+		r := update(k)
 		if r.Outcome != occ.Aborted {
 			t.Fatalf("key %d held by a sentinel: %v", k, r.Outcome)
 		}
@@ -763,9 +798,9 @@ func TestBankAcrossPaths(t *testing.T) {
 	}
 }
 
-// TestSlotReuseAcrossPaths: deletes through an owner leave their empty slots
-// free (lock word 0: occ's inserts only claim slots whose word is 0), so
-// inserts of other cohorts' keys and of unowned keys reuse them.
+// TestSlotReuseAcrossPaths: deletes through a LOCAL owner leave their empty
+// slots with lock word 0 (occ.LockResult.ClearWhenEmpty; the owner unmarks
+// them), so inserts of other cohorts' keys and of unowned keys reuse them.
 func TestSlotReuseAcrossPaths(t *testing.T) {
 	c := newCluster(t, 3, threeNodeMap(1))
 	co0, co1 := c.coordinator(0), c.coordinator(1)

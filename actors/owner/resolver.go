@@ -21,6 +21,7 @@ type MapResolver struct {
 	installed bool
 	epoch     uint64
 	kgs       map[control.KeyGroup]placement
+	cohorts   map[control.CohortID]bool
 }
 
 type placement struct {
@@ -42,7 +43,9 @@ func (r *MapResolver) Update(m *control.OwnerMap) error {
 		return err
 	}
 	kgs := make(map[control.KeyGroup]placement)
+	cohorts := make(map[control.CohortID]bool, len(m.Cohorts))
 	for _, p := range m.Cohorts {
+		cohorts[p.ID] = true
 		if p.Owner >= len(r.names) {
 			return fmt.Errorf("owner: epoch %d: cohort %d owner %d has no name", m.Epoch, p.ID, p.Owner)
 		}
@@ -55,8 +58,15 @@ func (r *MapResolver) Update(m *control.OwnerMap) error {
 	if r.installed && m.Epoch <= r.epoch {
 		return nil
 	}
-	r.installed, r.epoch, r.kgs = true, m.Epoch, kgs
+	r.installed, r.epoch, r.kgs, r.cohorts = true, m.Epoch, kgs, cohorts
 	return nil
+}
+
+// CohortOwned implements CohortResolver.
+func (r *MapResolver) CohortOwned(c control.CohortID) (bool, uint64) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.cohorts[c], r.epoch
 }
 
 // Epoch returns the installed map's epoch.

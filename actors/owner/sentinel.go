@@ -2,20 +2,20 @@ package owner
 
 import "github.com/aura-runtime/aura/control"
 
-// Owner sentinels: the memory-node lock word of a record locked through an
-// owner (store reserves bit 63 for them and bit 62 for "held"):
+// Owner sentinels: the memory-node lock word of a slot marked by an owner
+// (store reserves bit 63 for them and bit 62 for "held"):
 //
 //	bit 63      1 (owner sentinel, store.IsOwnerSentinel)
-//	bit 62      held (store.SentinelHeld); always set in the words this
-//	            package writes
-//	bits 32..61 the install epoch of the granting cohort, modulo 2^30
+//	bit 62      held (store.SentinelHeld): H(c,e) when set, S(c,e) when clear
+//	bits 32..61 the install epoch of the marking cohort activation, mod 2^30
 //	bits 0..31  the cohort id, modulo 2^32
 //
-// The epoch and cohort fields say who holds the record (diagnostics, and a
-// future repair sweep of words left held by crashed holders); correctness
-// only needs the word to be non-zero and distinct from every CAS tag (bit 63
-// is clear in tags). A released owner lock goes back to 0, not to a free
-// sentinel: see the package documentation.
+// The free sentinel S(c,e) stays on a slot between grants of activation
+// (c,e): the next grant sets it held with a plain WRITE (no atomic), and the
+// release stores S(c,e) again. The cohort and epoch fields say whether a
+// free sentinel belongs to a live activation (who may take it over, see
+// Locker.retired) and who holds a held one (a future repair sweep). A
+// sentinel is never 0 and never a CAS tag (bit 63 is clear in tags).
 const (
 	sentinelOwned = uint64(1) << 63
 	sentinelHeld  = uint64(1) << 62

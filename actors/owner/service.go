@@ -44,6 +44,20 @@ func (s *Service) Release(req ReleaseRequest) (ReleaseReply, error) {
 	return s.t.Release(req)
 }
 
+// Mark runs Table.Mark.
+func (s *Service) Mark(c uint64, epoch uint64, holder Holder, keys []Key) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.t.Mark(c, epoch, holder, keys)
+}
+
+// Config returns the table's bounds.
+func (s *Service) Config() Config {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.t.Config()
+}
+
 func keysOf(rs []*messages.RecordRef) ([]Key, error) {
 	keys := make([]Key, len(rs))
 	for i, r := range rs {

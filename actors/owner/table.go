@@ -110,6 +110,10 @@ type AcquireReply struct {
 	// Already are the indexes of Granted the holder already held before
 	// this request (a retried Acquire is granted again, not a conflict).
 	Already []int
+	// Marked are the indexes of Granted whose key is marked (see Mark): the
+	// key's memory-node lock word is known to be the cohort's owner
+	// sentinel at Epoch, so the grantee may set it held by a plain WRITE.
+	Marked []int
 	// ConflictIndex is the key that conflicted, and ConflictHolder its
 	// holder (Conflict only).
 	ConflictIndex  int
@@ -121,7 +125,7 @@ type AcquireReply struct {
 }
 
 func (r AcquireReply) clone() AcquireReply {
-	r.Granted, r.Already = slices.Clone(r.Granted), slices.Clone(r.Already)
+	r.Granted, r.Already, r.Marked = slices.Clone(r.Granted), slices.Clone(r.Already), slices.Clone(r.Marked)
 	return r
 }
 
@@ -135,6 +139,10 @@ type ReleaseRequest struct {
 	Keys []Key
 	// All releases every lock the holder has in the cohort (Keys ignored).
 	All bool
+	// Cleared are keys among Keys whose lock word the holder left 0 rather
+	// than the cohort's free sentinel (a slot left empty): they are no
+	// longer marked.
+	Cleared []Key
 }
 
 // ReleaseReply answers a ReleaseRequest.
@@ -169,12 +177,16 @@ type Config struct {
 	DrainDeadlineMicros int64
 	// RetryAfterMicros is the wait suggested with StatusRetry (default 1 ms).
 	RetryAfterMicros int64
+	// MaxMarks caps the marked keys of the whole table (default 1<<20);
+	// past it Mark marks nothing more (grants of unmarked keys cost a CAS).
+	MaxMarks int
 }
 
 // DefaultConfig returns the defaults documented on Config.
 func DefaultConfig() Config {
 	return Config{MaxCohorts: 1024, MaxKeyGroupsPerCohort: 4096, MaxLocks: 1 << 20, MaxKeysPerRequest: 1024,
-		MaxIdempotencyKeys: 1 << 14, MaxTombstones: 1 << 14, DrainDeadlineMicros: 50_000, RetryAfterMicros: 1000}
+		MaxIdempotencyKeys: 1 << 14, MaxTombstones: 1 << 14, DrainDeadlineMicros: 50_000, RetryAfterMicros: 1000,
+		MaxMarks: 1 << 20}
 }
 
 func (c Config) withDefaults() Config {
@@ -190,6 +202,7 @@ func (c Config) withDefaults() Config {
 	set(&c.MaxKeysPerRequest, d.MaxKeysPerRequest)
 	set(&c.MaxIdempotencyKeys, d.MaxIdempotencyKeys)
 	set(&c.MaxTombstones, d.MaxTombstones)
+	set(&c.MaxMarks, d.MaxMarks)
 	if c.DrainDeadlineMicros == 0 {
 		c.DrainDeadlineMicros = d.DrainDeadlineMicros
 	}
@@ -208,7 +221,8 @@ func (c Config) Validate() error {
 	}{{"MaxCohorts", int64(c.MaxCohorts)}, {"MaxKeyGroupsPerCohort", int64(c.MaxKeyGroupsPerCohort)},
 		{"MaxLocks", int64(c.MaxLocks)}, {"MaxKeysPerRequest", int64(c.MaxKeysPerRequest)},
 		{"MaxIdempotencyKeys", int64(c.MaxIdempotencyKeys)}, {"MaxTombstones", int64(c.MaxTombstones)},
-		{"DrainDeadlineMicros", c.DrainDeadlineMicros}, {"RetryAfterMicros", c.RetryAfterMicros}} {
+		{"DrainDeadlineMicros", c.DrainDeadlineMicros}, {"RetryAfterMicros", c.RetryAfterMicros},
+		{"MaxMarks", int64(c.MaxMarks)}} {
 		if f.v < 0 {
 			errs = append(errs, fmt.Errorf("owner: %s %d must not be negative", f.name, f.v))
 		}
@@ -291,6 +305,9 @@ type cohortState struct {
 	frozenAt int64
 	locks    map[Key]lock
 	holders  map[Holder]map[Key]struct{}
+	// marked are the keys whose memory-node lock word is known to be this
+	// activation's owner sentinel (free, or held by the key's holder).
+	marked map[Key]struct{}
 }
 
 type tombstone struct {
@@ -323,6 +340,7 @@ type Table struct {
 	idem    map[idemKey]idemEntry
 	idemQ   []idemKey
 	locks   int
+	marks   int
 	epoch   uint64
 }
 
@@ -402,7 +420,7 @@ func (t *Table) Install(c control.CohortID, kgs []control.KeyGroup, epoch uint64
 		t.kgs[kg] = c
 	}
 	t.cohorts[c] = &cohortState{id: c, kgs: slices.Clone(kgs), epoch: epoch, phase: PhaseActive,
-		locks: map[Key]lock{}, holders: map[Holder]map[Key]struct{}{}}
+		locks: map[Key]lock{}, holders: map[Holder]map[Key]struct{}{}, marked: map[Key]struct{}{}}
 	t.dropTombstone(c)
 	t.ObserveEpoch(epoch)
 	return nil
@@ -477,6 +495,9 @@ func (t *Table) acquire(req AcquireRequest) (AcquireReply, error) {
 			}
 			rep.Granted = append(rep.Granted, i)
 			rep.Already = append(rep.Already, i)
+			if _, m := cs.marked[k]; m {
+				rep.Marked = append(rep.Marked, i)
+			}
 			continue
 		}
 		cs.locks[k] = lock{holder: req.Holder, grantedAt: req.NowMicros}
@@ -487,9 +508,54 @@ func (t *Table) acquire(req AcquireRequest) (AcquireReply, error) {
 		mine[k] = struct{}{}
 		t.locks++
 		rep.Granted = append(rep.Granted, i)
+		if _, m := cs.marked[k]; m {
+			rep.Marked = append(rep.Marked, i)
+		}
 	}
 	return rep, nil
 }
+
+// Mark records that the memory-node lock words of keys, which holder
+// holds in cohort c at epoch, are the cohort's owner sentinel at epoch
+// (the holder set them by CAS). Later grants of those keys at that epoch
+// report them in AcquireReply.Marked until a release clears them
+// (ReleaseRequest.Cleared), the cohort is fenced or it is retired. Keys the
+// holder does not hold are ignored. It returns the number of keys marked.
+func (t *Table) Mark(c control.CohortID, epoch uint64, holder Holder, keys []Key) int {
+	cs, ok := t.cohorts[c]
+	if !ok || cs.epoch != epoch {
+		return 0
+	}
+	n := 0
+	for _, k := range keys {
+		if l, held := cs.locks[k]; !held || l.holder != holder {
+			continue
+		}
+		if _, m := cs.marked[k]; m {
+			continue
+		}
+		if t.marks >= t.cfg.MaxMarks {
+			break
+		}
+		cs.marked[k] = struct{}{}
+		t.marks++
+		n++
+	}
+	return n
+}
+
+// Marked reports whether key k of cohort c is marked.
+func (t *Table) Marked(c control.CohortID, k Key) bool {
+	cs, ok := t.cohorts[c]
+	if !ok {
+		return false
+	}
+	_, m := cs.marked[k]
+	return m
+}
+
+// Marks returns the number of marked keys in the table.
+func (t *Table) Marks() int { return t.marks }
 
 // notHere answers a request for a cohort that is not installed.
 func (t *Table) notHere(c control.CohortID, epoch uint64) AcquireReply {
@@ -526,6 +592,15 @@ func (t *Table) Release(req ReleaseRequest) (ReleaseReply, error) {
 	}
 	mine := cs.holders[req.Holder]
 	rep := ReleaseReply{Status: StatusOK, Epoch: cs.epoch}
+	for _, k := range req.Cleared {
+		if _, held := mine[k]; !held {
+			continue
+		}
+		if _, m := cs.marked[k]; m {
+			delete(cs.marked, k)
+			t.marks--
+		}
+	}
 	drop := func(k Key) {
 		if _, held := mine[k]; held {
 			delete(mine, k)
@@ -610,7 +685,8 @@ func (t *Table) Drain(c control.CohortID) (DrainStatus, error) {
 // returns them, sorted, so the runtime can abort those transactions. Their
 // later releases are no-ops. The memory-node lock words they hold stay held
 // (see the package documentation: a successor never overwrites a held
-// sentinel), so fencing cannot break I2.
+// sentinel), so fencing cannot break I2. Fence also forgets the cohort's
+// marks, so grants after a Thaw set lock words by CAS again.
 func (t *Table) Fence(c control.CohortID, epoch uint64, nowMicros int64) ([]Holder, error) {
 	cs, err := t.cohortAt(c, epoch)
 	if err != nil {
@@ -627,6 +703,10 @@ func (t *Table) Fence(c control.CohortID, epoch uint64, nowMicros int64) ([]Hold
 	t.locks -= len(cs.locks)
 	clear(cs.locks)
 	clear(cs.holders)
+	// The fenced holders' words may stay held (or their WRITEs may still be
+	// on their way): no later grant at this epoch may trust a mark.
+	t.marks -= len(cs.marked)
+	clear(cs.marked)
 	return fenced, nil
 }
 
@@ -656,6 +736,7 @@ func (t *Table) Retire(c control.CohortID, epoch uint64, moved Moved) error {
 	for _, kg := range cs.kgs {
 		delete(t.kgs, kg)
 	}
+	t.marks -= len(cs.marked)
 	delete(t.cohorts, c)
 	t.dropTombstone(c)
 	if t.cfg.MaxTombstones > 0 {
