@@ -13,6 +13,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/aura-runtime/aura/control"
 	"github.com/aura-runtime/aura/messages"
 	"github.com/aura-runtime/aura/occ"
 	"github.com/aura-runtime/aura/rdma"
@@ -49,6 +50,11 @@ type NodeConfig struct {
 	// Logger receives the node's logs and protoactor's, at warn level by
 	// default. Default: slog to stderr at warn.
 	Logger *slog.Logger
+	// Ownership, when set, turns on the owner path: the node's locks go
+	// through its owner table, owner RPC or the MN CAS fallback as the
+	// OwnerMaps it receives say, and its profiler feeds the planner. nil:
+	// every lock by MN CAS (mn-only).
+	Ownership *OwnershipConfig
 }
 
 // DefaultNodeConfig returns the defaults documented on NodeConfig.
@@ -99,6 +105,7 @@ type Node struct {
 	qps    []rdma.QueuePair
 	next   atomic.Uint64
 	cache  resultCache
+	own    *ownership
 }
 
 // NewNode starts a node on dev for the given workload's tables (already
@@ -133,10 +140,40 @@ func NewNode(cfg NodeConfig, dev rdma.Device, layout *store.Layout, wl workload.
 	var nextAtom atomic.Uint64
 	engCfg := cfg.Engine
 	engCfg.Node = cfg.ID
+	var ownerQPs []rdma.QueuePair
+	if cfg.Ownership != nil {
+		o, err := newOwnership(*cfg.Ownership, cfg.Name, wl)
+		if err != nil {
+			return fail(err)
+		}
+		n.own = o
+		// One queue pair per coordinator for the owner path's lock-word
+		// verbs (a coordinator's locker is single-threaded).
+		for range cfg.Coordinators {
+			qp, err := dev.CreateQP(rdma.QPConfig{})
+			if err != nil {
+				return fail(err)
+			}
+			n.qps = append(n.qps, qp)
+			ownerQPs = append(ownerQPs, qp)
+		}
+		if _, err := SpawnOwnerEndpoint(n.system, o.svc, cfg.MailboxSize); err != nil {
+			return fail(err)
+		}
+		if _, err := n.system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &ownerMapActor{o: o} }, mailbox), OwnerMapActorName); err != nil {
+			return fail(err)
+		}
+	}
 	var err error
 	n.engine, err = occ.NewEngine(layout, func() occ.Locker {
 		pid := n.atoms[nextAtom.Add(1)%uint64(len(n.atoms))]
-		return &atomicLocker{root: n.system.Root, pid: pid, timeout: cfg.RequestTimeout}
+		var l occ.Locker = &atomicLocker{root: n.system.Root, pid: pid, timeout: cfg.RequestTimeout}
+		if n.own != nil && len(ownerQPs) > 0 {
+			qp := ownerQPs[0]
+			ownerQPs = ownerQPs[1:]
+			l = n.own.locker(qp, l)
+		}
+		return l
 	}, wl.Rule().KeyGroup, engCfg)
 	if err != nil {
 		return fail(err)
@@ -150,7 +187,52 @@ func NewNode(cfg NodeConfig, dev rdma.Device, layout *store.Layout, wl workload.
 		c := &coordinatorActor{node: n, coord: n.engine.NewCoordinator(qp)}
 		n.coords = append(n.coords, n.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return c }, mailbox)))
 	}
+	if n.own != nil {
+		n.own.stop, n.own.done = make(chan struct{}), make(chan struct{})
+		go n.own.run()
+	}
 	return n, nil
+}
+
+// System returns the node's actor system.
+func (n *Node) System() *actor.ActorSystem { return n.system }
+
+// HandleOwnerMapPush installs one OwnerMap push (the ownermap actor's work;
+// callable directly by an in-process publisher). A node without the owner
+// path answers with an error.
+func (n *Node) HandleOwnerMapPush(p *messages.OwnerMapPush) *messages.OwnerMapAck {
+	if n.own == nil {
+		return &messages.OwnerMapAck{Epoch: p.GetEpoch(), Node: n.cfg.Name, Error: "node has no owner path"}
+	}
+	return n.own.handlePush(p)
+}
+
+// HandleLock and HandleUnlock serve owner RPCs (the owner endpoint's work;
+// callable directly by an in-process transport).
+func (n *Node) HandleLock(req *messages.LockRequest) *messages.LockReply {
+	if n.own == nil {
+		return &messages.LockReply{RequestId: req.GetRequestId(), Status: messages.LockStatus_LOCK_STATUS_ERROR, Error: "node has no owner path"}
+	}
+	return n.own.svc.HandleLock(req)
+}
+
+// HandleUnlock serves an owner unlock RPC; see HandleLock.
+func (n *Node) HandleUnlock(req *messages.UnlockRequest) *messages.UnlockReply {
+	if n.own == nil {
+		return &messages.UnlockReply{RequestId: req.GetRequestId(), Status: messages.LockStatus_LOCK_STATUS_ERROR, Error: "node has no owner path"}
+	}
+	return n.own.svc.HandleUnlock(req)
+}
+
+// OwnerMapEpoch returns the OwnerMap epoch installed on the node (0 without
+// the owner path or before the first map).
+func (n *Node) OwnerMapEpoch() uint64 {
+	if n.own == nil {
+		return 0
+	}
+	n.own.mu.Lock()
+	defer n.own.mu.Unlock()
+	return n.own.asm.Installed().Epoch
 }
 
 // Name returns the node's name.
@@ -205,6 +287,11 @@ func (n *Node) Close() error {
 		}()
 	}
 	wg.Wait()
+	if n.own != nil && n.own.stop != nil {
+		close(n.own.stop)
+		<-n.own.done
+		n.own.stop = nil
+	}
 	var errs []error
 	for _, qp := range n.qps {
 		errs = append(errs, qp.Close())
@@ -259,6 +346,9 @@ func (c *coordinatorActor) run(msg *messages.TxnSubmit) *messages.TxnResult {
 	}
 	if r.Outcome == occ.Committed || r.Outcome == occ.RolledBack {
 		n.cache.put(msg.GetTxnId(), res)
+	}
+	if r.Outcome == occ.Committed && n.own != nil {
+		n.own.record(msg, r.Counters)
 	}
 	return res
 }
@@ -315,4 +405,16 @@ func (c *resultCache) put(id uint64, r *messages.TxnResult) {
 		c.head = (c.head + 1) % c.cap
 	}
 	c.m[id] = r
+}
+
+// OwnerMap returns the OwnerMap installed on the node (epoch 0 and no
+// cohorts without the owner path or before the first map). The map is
+// shared: callers must not modify it.
+func (n *Node) OwnerMap() *control.OwnerMap {
+	if n.own == nil {
+		return &control.OwnerMap{}
+	}
+	n.own.mu.Lock()
+	defer n.own.mu.Unlock()
+	return n.own.asm.Installed()
 }

@@ -1,0 +1,315 @@
+package actors
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/aura-runtime/aura/actors/owner"
+	"github.com/aura-runtime/aura/actors/planner"
+	"github.com/aura-runtime/aura/control"
+	"github.com/aura-runtime/aura/control/accessgraph"
+	"github.com/aura-runtime/aura/messages"
+	"github.com/aura-runtime/aura/occ"
+	"github.com/aura-runtime/aura/rdma"
+	"github.com/aura-runtime/aura/workload"
+)
+
+// OwnershipConfig turns on the owner path of a node: an owner lock table
+// for the cohorts the OwnerMap gives it, owner RPC to other nodes, the
+// access profiler whose summaries feed the planner, and OwnerMap pushes.
+type OwnershipConfig struct {
+	// Names is the cluster's roster: owner index i of an OwnerMap is the node
+	// Names[i]. It must contain NodeConfig.Name. Required.
+	Names []string
+	// Transport carries owner RPCs to the other nodes (nil for a single
+	// node: every owned cohort is local).
+	Transport owner.Transport
+	// Table bounds the owner lock table. Default owner.DefaultConfig().
+	Table owner.Config
+	// Owner configures the lockers (Self is set from NodeConfig.Name).
+	Owner owner.NodeConfig
+	// Profiler configures the access profiler (Node and NodeIndex are set
+	// from the node). Default accessgraph.DefaultProfilerConfig().
+	Profiler accessgraph.ProfilerConfig
+	// HeartbeatEvery is the period of the profiler's summaries (and of the
+	// retirement of drained cohorts). Default 100 ms (the planner's tick).
+	HeartbeatEvery time.Duration
+	// Heartbeat receives each summary (for example: send it to the
+	// planner's PID). nil: summaries are dropped.
+	Heartbeat func(*messages.AccessSummary)
+	// MaxManifestBytes caps an OwnerMap manifest (0: the manifest package's
+	// default, 900 KiB).
+	MaxManifestBytes int
+}
+
+func (c *OwnershipConfig) validate(self string) (int, error) {
+	var errs []error
+	idx := slices.Index(c.Names, self)
+	if idx < 0 {
+		errs = append(errs, fmt.Errorf("ownership: node %q is not in Names %v", self, c.Names))
+	}
+	if len(c.Names) >= control.MaxNodes {
+		errs = append(errs, fmt.Errorf("ownership: %d names, at most %d", len(c.Names), control.MaxNodes-1))
+	}
+	if c.HeartbeatEvery < 0 {
+		errs = append(errs, fmt.Errorf("ownership: HeartbeatEvery %v must not be negative", c.HeartbeatEvery))
+	}
+	return idx, errors.Join(errs...)
+}
+
+// OwnerMapActorName is the name of every node's OwnerMap receiver.
+const OwnerMapActorName = "ownermap"
+
+// ownership is a node's owner-path state.
+type ownership struct {
+	cfg   OwnershipConfig
+	self  string
+	index int
+	wl    workload.Workload
+	svc   *owner.Service
+	res   *owner.MapResolver
+	onode *owner.Node
+	start time.Time
+
+	mu     sync.Mutex // guards everything below
+	asm    *planner.Assembler
+	owned  map[control.CohortID][]control.KeyGroup
+	epoch  map[control.CohortID]uint64 // install epoch of owned cohorts
+	frozen map[control.CohortID]frozenCohort
+	prof   *accessgraph.Profiler
+	tick   uint64
+	wbuf   []control.KeyGroup
+	rbuf   []control.KeyGroup
+
+	stop chan struct{}
+	done chan struct{}
+}
+
+type frozenCohort struct {
+	epoch uint64
+	moved owner.Moved
+}
+
+func newOwnership(cfg OwnershipConfig, self string, wl workload.Workload) (*ownership, error) {
+	idx, err := cfg.validate(self)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Table == (owner.Config{}) {
+		cfg.Table = owner.DefaultConfig()
+	}
+	if cfg.Profiler == (accessgraph.ProfilerConfig{}) {
+		cfg.Profiler = accessgraph.DefaultProfilerConfig()
+	}
+	if cfg.HeartbeatEvery == 0 {
+		cfg.HeartbeatEvery = 100 * time.Millisecond
+	}
+	pc := cfg.Profiler
+	pc.Node, pc.NodeIndex = self, uint32(idx)
+	prof, err := accessgraph.NewProfiler(pc)
+	if err != nil {
+		return nil, err
+	}
+	table, err := owner.NewTable(cfg.Table)
+	if err != nil {
+		return nil, err
+	}
+	o := &ownership{cfg: cfg, self: self, index: idx, wl: wl, start: time.Now(), prof: prof,
+		asm: planner.NewAssembler(cfg.MaxManifestBytes), owned: map[control.CohortID][]control.KeyGroup{},
+		epoch: map[control.CohortID]uint64{}, frozen: map[control.CohortID]frozenCohort{}}
+	o.svc = owner.NewService(table, o.nowMicros)
+	o.res = owner.NewMapResolver(self, slices.Clone(cfg.Names), nil)
+	oc := cfg.Owner
+	oc.Self = self
+	if o.onode, err = owner.NewNode(oc, o.svc, o.res, cfg.Transport); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+func (o *ownership) nowMicros() int64 { return time.Since(o.start).Microseconds() }
+
+// locker returns a coordinator's lock path: owner table, owner RPC or the
+// fallback (MN CAS through the atomic actors).
+func (o *ownership) locker(qp rdma.QueuePair, fallback occ.Locker) occ.Locker {
+	return o.onode.NewLocker(qp, fallback)
+}
+
+// record feeds a committed transaction's predicted key groups to the
+// profiler (the footprint is what routing and the planner reason about).
+func (o *ownership) record(msg *messages.TxnSubmit, c occ.Counters) {
+	fp := o.wl.Footprint(msg)
+	rule := o.wl.Rule()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.wbuf, o.rbuf = o.wbuf[:0], o.rbuf[:0]
+	for _, r := range fp.Writes {
+		o.wbuf = append(o.wbuf, control.KeyGroup(rule.KeyGroup(r)))
+	}
+	for _, r := range fp.Reads {
+		o.rbuf = append(o.rbuf, control.KeyGroup(rule.KeyGroup(r)))
+	}
+	o.prof.Record(o.wbuf, o.rbuf)
+	o.prof.RecordLocks(accessgraph.LockCounts{Local: c.LocksLocal, OwnerRPC: c.LocksOwnerRPC, MNCAS: c.LocksMNCAS}, nil)
+}
+
+// run sends a summary every HeartbeatEvery and retires drained cohorts,
+// until stop closes.
+func (o *ownership) run() {
+	defer close(o.done)
+	t := time.NewTicker(o.cfg.HeartbeatEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-o.stop:
+			return
+		case <-t.C:
+		}
+		o.mu.Lock()
+		o.tick++
+		s := o.prof.Summary(o.tick, accessgraph.SummaryV2)
+		s.OwnermapEpoch = o.asm.Installed().Epoch
+		o.retireDrained()
+		o.mu.Unlock()
+		if o.cfg.Heartbeat != nil {
+			o.cfg.Heartbeat(s)
+		}
+	}
+}
+
+// retireDrained retires frozen cohorts with no holders left, and fences
+// those past the table's drain deadline first. o.mu is held.
+func (o *ownership) retireDrained() {
+	if len(o.frozen) == 0 {
+		return
+	}
+	_ = o.svc.Do(func(t *owner.Table) error {
+		o.retireIn(t)
+		return nil
+	})
+}
+
+// retireIn is retireDrained with the table already locked.
+func (o *ownership) retireIn(t *owner.Table) {
+	now := o.nowMicros()
+	{
+		for _, id := range slices.Sorted(mapKeysCohort(o.frozen)) {
+			f := o.frozen[id]
+			ds, err := t.Drain(id)
+			if err != nil {
+				delete(o.frozen, id) // unknown to the table: nothing to retire
+				continue
+			}
+			if !ds.Drained {
+				if _, err := t.Fence(id, f.epoch, now); err != nil {
+					continue // before the drain deadline: wait
+				}
+			}
+			if err := t.Retire(id, f.epoch, f.moved); err == nil {
+				delete(o.frozen, id)
+			}
+		}
+	}
+}
+
+// handlePush assembles one OwnerMap push and, once a newer map is complete,
+// installs it: cohorts this node no longer owns (or whose key groups
+// changed) are frozen, then retired when drained; cohorts it newly owns are
+// installed at the map's epoch; the resolver switches to the map.
+func (o *ownership) handlePush(p *messages.OwnerMapPush) *messages.OwnerMapAck {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	ack := &messages.OwnerMapAck{Epoch: p.GetEpoch(), Node: o.self, ChunkIndex: p.GetChunkIndex()}
+	m, err := o.asm.Offer(p)
+	switch {
+	case errors.Is(err, planner.ErrNeedFull):
+		ack.NeedFull = true
+	case err != nil:
+		ack.Error = err.Error()
+	case m != nil:
+		if err := o.install(m); err != nil {
+			ack.Error = err.Error()
+		}
+	}
+	ack.InstalledEpoch = o.asm.Installed().Epoch
+	return ack
+}
+
+func (o *ownership) install(m *control.OwnerMap) error {
+	mine := map[control.CohortID][]control.KeyGroup{}
+	ownerName := map[control.CohortID]string{}
+	for _, p := range m.Cohorts {
+		if p.Owner < len(o.cfg.Names) {
+			ownerName[p.ID] = o.cfg.Names[p.Owner]
+		}
+		if p.Owner == o.index {
+			mine[p.ID] = p.KeyGroups
+		}
+	}
+	now := o.nowMicros()
+	var errs []error
+	_ = o.svc.Do(func(t *owner.Table) error {
+		t.ObserveEpoch(m.Epoch)
+		for _, id := range slices.Sorted(mapKeysCohort(o.owned)) {
+			if kgs, ok := mine[id]; ok && slices.Equal(kgs, o.owned[id]) {
+				continue
+			}
+			// No longer ours, or re-formed: stop granting now (this epoch's
+			// acknowledgement promises it), retire once drained.
+			e := o.epoch[id]
+			if err := t.Freeze(id, e, now); err != nil {
+				errs = append(errs, err)
+			}
+			o.frozen[id] = frozenCohort{epoch: e, moved: owner.Moved{Owner: ownerName[id], Epoch: m.Epoch}}
+			delete(o.owned, id)
+			delete(o.epoch, id)
+		}
+		o.retireIn(t)
+		for _, id := range slices.Sorted(mapKeysCohort(mine)) {
+			if _, ok := o.owned[id]; ok {
+				continue
+			}
+			if _, still := o.frozen[id]; still {
+				// The same id re-formed here while its old activation still
+				// drains: it stays unserved (requests get Retry) until a later
+				// map after the retirement installs it.
+				continue
+			}
+			if err := t.Install(id, mine[id], m.Epoch); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			o.owned[id] = slices.Clone(mine[id])
+			o.epoch[id] = m.Epoch
+		}
+		return nil
+	})
+	if err := o.res.Update(m); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+func mapKeysCohort[V any](m map[control.CohortID]V) func(func(control.CohortID) bool) {
+	return func(yield func(control.CohortID) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// ownerMapActor serves OwnerMap pushes to the node.
+type ownerMapActor struct{ o *ownership }
+
+func (a *ownerMapActor) Receive(ctx actor.Context) {
+	if p, ok := ctx.Message().(*messages.OwnerMapPush); ok {
+		ctx.Respond(a.o.handlePush(p))
+	}
+}
