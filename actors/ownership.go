@@ -218,9 +218,11 @@ func (o *ownership) retireIn(t *owner.Table) {
 }
 
 // handlePush assembles one OwnerMap push and, once a newer map is complete,
-// installs it: cohorts this node no longer owns (or whose key groups
-// changed) are frozen, then retired when drained; cohorts it newly owns are
-// installed at the map's epoch; the resolver switches to the map.
+// installs it: cohorts this node no longer owns are frozen, then retired
+// when drained; cohorts it keeps with other key groups are reconfigured in
+// place (they keep their install epoch, holders and marks: see "Re-cut
+// cohorts" in package owner); cohorts it newly owns are installed at the
+// map's epoch; the resolver switches to the map.
 func (o *ownership) handlePush(p *messages.OwnerMapPush) *messages.OwnerMapAck {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -255,11 +257,29 @@ func (o *ownership) install(m *control.OwnerMap) error {
 	var errs []error
 	_ = o.svc.Do(func(t *owner.Table) error {
 		t.ObserveEpoch(m.Epoch)
+		var reformed []control.CohortID
 		for _, id := range slices.Sorted(mapKeysCohort(o.owned)) {
-			if kgs, ok := mine[id]; ok && slices.Equal(kgs, o.owned[id]) {
+			kgs, ok := mine[id]
+			if ok && slices.Equal(kgs, o.owned[id]) {
 				continue
 			}
-			// No longer ours, or re-formed: stop granting now (this epoch's
+			if ok {
+				// Re-formed but still ours: first shrink it to the key
+				// groups it keeps, so that the key groups it gives to
+				// another cohort of this node are free when that one grows.
+				keep := slices.DeleteFunc(slices.Clone(o.owned[id]), func(kg control.KeyGroup) bool {
+					_, found := slices.BinarySearch(kgs, kg)
+					return !found
+				})
+				if err := t.Reconfigure(id, o.epoch[id], keep, m.Epoch); err != nil {
+					errs = append(errs, err)
+				} else {
+					o.owned[id] = keep
+				}
+				reformed = append(reformed, id)
+				continue
+			}
+			// No longer ours: stop granting now (this epoch's
 			// acknowledgement promises it), retire once drained.
 			e := o.epoch[id]
 			if err := t.Freeze(id, e, now); err != nil {
@@ -270,6 +290,13 @@ func (o *ownership) install(m *control.OwnerMap) error {
 			delete(o.epoch, id)
 		}
 		o.retireIn(t)
+		for _, id := range reformed {
+			if err := t.Reconfigure(id, o.epoch[id], mine[id], m.Epoch); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			o.owned[id] = slices.Clone(mine[id])
+		}
 		for _, id := range slices.Sorted(mapKeysCohort(mine)) {
 			if _, ok := o.owned[id]; ok {
 				continue

@@ -8,9 +8,12 @@
 //   - Table: a pure state machine (no goroutines, clock or I/O; time comes
 //     in as microseconds) holding, per installed cohort, its key groups, its
 //     install epoch, its phase (active or frozen), its holders and its marks
-//     (slots whose lock word is known to carry its sentinel). Install,
-//     Acquire (OK | Conflict | Moved | StaleEpoch | Retry | NotOwner),
-//     Mark, Release, Freeze, Thaw, Drain, Fence, Retire (with a tombstone).
+//     (slots whose lock word is known to carry its sentinel). A slot has at
+//     most one holder and at most one marking cohort in the whole table,
+//     across its cohorts. Install, Reconfigure (new key groups, same
+//     activation), Acquire (OK | Conflict | Moved | StaleEpoch | Retry |
+//     NotOwner), Mark, Release, Freeze, Thaw, Drain, Fence, Retire (with a
+//     tombstone).
 //     Everything is bounded (Config) and an exceeded bound is a typed
 //     *LimitError that changes nothing.
 //   - Service: a Table behind a mutex with a clock, and the handlers of the
@@ -63,6 +66,9 @@
 //	              has A marked (local grants only): no atomic
 //	H(c,e) → S(c,e)  only H's holder: the commit's (or abort's) header WRITE
 //	              stores occ.LockResult.Release = S(c,e)
+//	S(c',e') → H(c,e)  CAS by a grantee of (c,e) at owner N, c' ≠ c, when
+//	              (c',e') is installed in N's table (any phase), within the
+//	              WRITE lease of the grant (see "Re-cut cohorts")
 //	H(c,e) → 0    only H's holder, when it leaves the slot without its
 //	              record (a delete, an insert that did not commit, a stale
 //	              address that found another record: ClearWhenEmpty), if it
@@ -81,13 +87,16 @@
 // node's hint), and never clear a word they found S(c,e) to 0 (they cannot
 // unmark).
 //
-// Who may take over a free sentinel S(c',e') (Locker.retired): a grantee of
-// the same cohort at a newer epoch e > e'; any locker whose map (epoch m)
-// does not place c' when e' ≤ m. Nobody else: in particular a free sentinel
-// of a cohort the map places is left to that cohort's grantees (the map
-// carries no install epochs, so the locker cannot tell an older activation
-// from the current one), and one newer than the locker's map means the map
-// is stale (it refreshes and the transaction retries).
+// Who may take over a free sentinel S(c',e') (Locker.retired,
+// Locker.takeable): a grantee of the same cohort at a newer epoch e > e';
+// any locker whose map (epoch m) does not place c' when e' ≤ m; a grantee
+// of another cohort c of the owner N whose table has (c',e') installed
+// (see "Re-cut cohorts"). Nobody else: in particular a free sentinel of a
+// cohort the map places on another node is left to that cohort's grantees
+// (the map carries no install epochs, so the locker cannot tell an older
+// activation from the current one) — the lock is asked of that cohort's
+// owner instead (Locker.follow) — and one newer than the locker's map means
+// the map is stale (it refreshes and the transaction retries).
 //
 // # Invariants and proof sketch
 //
@@ -99,15 +108,20 @@
 // grantee reaches the memory node within 3/4 of the owner's drain deadline
 // (see "Fencing and the WRITE lease").
 //
-// Lemma (marks are true). While (c,e) is active, a word that is S(c,e) or
-// H(c,e) is changed only by grantees of (c,e) for its slot. Proof: MN CAS
-// lockers CAS from 0 or from a retired sentinel only: a locker whose map
-// places c does not take S(c,e); a map of epoch m ≥ e that does not place
-// c exists only once (c,e) was frozen and drained or fenced (A1, A2), so
-// (c,e) is no longer active; a locker whose map is older than e sees
-// e > m and refuses. Grantees of other activations take S(c,e) only if
-// (c,e) is retired (older epoch of the same cohort, or cohort not placed).
-// Hence, in the table of (c,e), a
+// Lemma (marks are true). While (c,e) is active in owner N's table and has
+// slot A marked, the word of A is changed only by grantees of N's table
+// holding A. Proof: MN CAS lockers CAS from 0 or from a retired sentinel
+// only: a locker whose map places c does not take S(c,e); a map of epoch
+// m ≥ e that does not place c exists only once (c,e) was frozen and
+// drained or fenced (A1, A2), so (c,e) is no longer active; a locker whose
+// map is older than e sees e > m and refuses. Grantees of activations at
+// other nodes take S(c,e) only if (c,e) is retired (older epoch of the same
+// cohort, or cohort not placed) or, for a remote grantee of a cohort of N
+// (takeable), only while holding A in N's table. Grantees of other cohorts
+// c3 of N take S(c,e) only by CAS while holding A in N's table, and the
+// table drops c's mark of A in the step that grants A to c3 (the mark
+// moves: AcquireReply.Taken); c marks A again only after one of its own
+// grantees CASed the word to H(c,e). Hence, in the table of (c,e), a
 // marked slot's word is S(c,e) whenever no grantee holds the slot (each
 // holder's release stores S(c,e), or 0 after unmarking it in the same
 // table step that frees the grant), and the single grantee holding it may
@@ -117,7 +131,7 @@
 // I2 (mutual exclusion, whichever path). Every transition into a held state
 // is either a CAS from a value that denotes "free for this locker" or a
 // WRITE over S(c,e) by the only grantee of that slot at (c,e) (the
-// lemma, and the table's one holder per slot). Every transition out of a
+// lemma, and the table's one holder per slot across its cohorts). Every transition out of a
 // held state is made by its holder. So the lock word admits one holder at
 // a time, whatever path each used and however stale their maps are (a node
 // whose map says "unowned" for an owned cohort uses MN CAS and meets a
@@ -167,6 +181,50 @@
 // remembered reply and changes nothing (bounded FIFO cache). The owner RPC
 // carries the holder in LockRequest.txn_id (the proto has no attempt field).
 //
+// # Re-cut cohorts
+//
+// The cohort generator re-cuts cohorts often: a key group moves from cohort
+// c1 to cohort c2, usually on the same owner N. Its records still carry
+// S(c1,e1). Three rules keep that cheap and safe:
+//
+//   - One holder per slot per table. N's table grants a slot to at most one
+//     holder across all its cohorts (a request through c2 for a slot held
+//     through c1 is a Conflict), and a slot is marked by at most one cohort.
+//     When it grants A to c2 and c1 has A marked, it drops c1's mark in the
+//     same step (AcquireReply.Taken: the word is expected to be S(c1,e1)).
+//   - Takeover. A grantee of c2 at N may CAS S(c1,e1) → H(c2,e2) when
+//     (c1,e1) is installed in N's table (asked of the table by a local
+//     grantee; for a remote grantee: its map places c1 on N too and
+//     e1 ≤ its map's epoch — an activation of c1 elsewhere at an epoch ≤
+//     that map's was frozen and drained before the map was published, A1),
+//     within the WRITE lease of its grant. While it holds A, no other
+//     grantee of N holds A and c1 has no mark of A, so no WRITE competes:
+//     only CASes (c1's later grantees of A CAS, since the mark is gone; MN
+//     CAS lockers only once (c1,e1) is retired). The lease bounds a delayed
+//     CAS as it bounds a delayed WRITE: it lands before the grant can be
+//     fenced and A granted (and re-marked) through c1 again. A held
+//     sentinel is never taken. Then c2 marks A and later grants WRITE: one
+//     atomic per record per re-cut instead of an abort per attempt.
+//   - Reconfigure. A cohort that stays on N with other key groups is
+//     reconfigured in place: same install epoch (the epoch of its
+//     sentinels, so its marks stay valid: marks are per slot, key groups
+//     only route requests), same holders. Key groups leaving it keep their
+//     marks until another cohort of N is granted the slot (the mark moves)
+//     or until c1 is retired; key groups joining it start unmarked. Only
+//     cohorts leaving N are frozen, drained and retired; the key groups of
+//     a frozen cohort may be installed in another cohort of N at once (the
+//     table's per-slot exclusion spans both), and it cannot thaw over them.
+//     I1 is unchanged: (c1,e1) is still granted by N alone; I4: requests
+//     older than the install epoch are still refused (a request of a stale
+//     map for a key group that left c1 is granted through c1, and the lock
+//     word arbitrates, as for any two cohorts).
+//
+// When the new cohort is on another node (or the key group became
+// unowned), S(c1,e1) is not taken over (N's table cannot exclude the new
+// owner's grantees): the lock follows the sentinel (Locker.follow) and is
+// asked of c1's owner — an ordinary grant of (c1,e1), one owner RPC and one
+// CAS, released to S(c1,e1) — until c1 is evicted or moves.
+//
 // # Fencing and the WRITE lease
 //
 // A WRITE cannot be fenced at the memory node (it has no CPU and a WRITE
@@ -208,12 +266,21 @@
 //     over it and owns the word. If the abandoned release lands later it
 //     frees the word under that grantee: two memory-node failures on one
 //     record, as with the lost-CAS case.
-//   - A free sentinel of a cohort the map still places is only taken by
-//     that cohort's grantees. If the cohort generator moves a key group to
-//     another cohort while the old one stays placed, records still marked
-//     by the old cohort are refused to the new one (LockRedirect, no safety
-//     issue) until the old cohort is re-installed or evicted. Install
+//   - A free sentinel of a cohort the map places on another node is only
+//     taken by that cohort's grantees: when the cohort generator moves a
+//     key group to a cohort of another node (or evicts it) while the old
+//     cohort stays placed, its records marked by the old cohort are locked
+//     through the old cohort's owner (Locker.follow: an owner RPC and a
+//     CAS per lock) until the old cohort is evicted or moves. Install
 //     epochs in the OwnerMap would lift this.
+//   - A re-cut within one owner costs one CAS per record touched after it
+//     (the mark moves with a CAS, not a WRITE): a WRITE over S(c1,e1) by a
+//     grantee of c2 would also need c1's drain to wait for that grantee
+//     (c1 may be frozen and retired while the WRITE is in flight, and MN
+//     CAS lockers then take S(c1,e1)). Inserts claim empty slots (word 0)
+//     by CAS: 0 is free for every path, so no insert is atomic-free.
+//   - Sentinels carry cohort ids mod 2^32: the takeover and follow rules
+//     assume the planner's cohort ids stay below 2^32.
 //   - Inserts skip slots with a free sentinel they may not take (occ tries
 //     up to 4 free slots); a remote grantee's delete of a record whose word
 //     was S(c,e) leaves S(c,e) on the empty slot, which only cohort c's

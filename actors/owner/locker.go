@@ -39,6 +39,16 @@ type CohortResolver interface {
 	CohortOwned(c control.CohortID) (owned bool, epoch uint64)
 }
 
+// CohortPlacer is implemented by Resolvers that can say which node owns a
+// cohort at their current OwnerMap (MapResolver does). A Locker whose
+// Resolver does not implement it never takes over, through a remote owner,
+// a free sentinel of another cohort of that owner.
+type CohortPlacer interface {
+	// CohortOwner returns the membership name of cohort c's owner in the
+	// current map (owned false: c is not placed), and the map's epoch.
+	CohortOwner(c control.CohortID) (owner string, owned bool, epoch uint64)
+}
+
 // Resolver maps key groups to their owners at the node's current OwnerMap.
 // It is shared by a node's lockers and must be safe for concurrent use.
 type Resolver interface {
@@ -240,6 +250,10 @@ type ownerGrant struct {
 	// sentinel (local grants only); asked is when the table was asked.
 	marked bool
 	asked  time.Time
+	// from: the free sentinel of another cohort of the same table whose
+	// mark the table moved to this grant (AcquireReply.Taken; local grants
+	// only): the expected value of the grant's CAS.
+	from uint64
 }
 
 // slotKey is the owner-table key of a lock request: its slot, not its
@@ -305,8 +319,11 @@ func (l *Locker) Acquire(ctx context.Context, reqs []occ.LockRequest, res []occ.
 				again = append(again, i)
 			}
 		}
+		// follow: locks refused by a free sentinel of a cohort the map
+		// places elsewhere, re-routed to that cohort's owner.
+		follow := map[int]Route{}
 		if len(fb) > 0 {
-			err := l.acquireFallback(ctx, reqs, res, fb)
+			err := l.acquireFallback(ctx, reqs, res, fb, follow, round < l.n.cfg.MaxRedirects)
 			if err != nil {
 				if !attempted && len(groups) == 0 {
 					return err
@@ -327,7 +344,13 @@ func (l *Locker) Acquire(ctx context.Context, reqs []occ.LockRequest, res []occ.
 			}
 		}
 		if len(granted) > 0 {
-			l.lockWords(ctx, reqs, res, granted)
+			l.lockWords(ctx, reqs, res, granted, follow, round < l.n.cfg.MaxRedirects)
+		}
+		if round < l.n.cfg.MaxRedirects {
+			for i, r := range follow {
+				hints[i] = r
+				again = append(again, i)
+			}
 		}
 		pending = again
 	}
@@ -383,9 +406,13 @@ func (l *Locker) ask(ctx context.Context, reqs []occ.LockRequest, res []occ.Lock
 			already[j] = true
 		}
 		marked := map[int]bool{}
+		taken := map[int]uint64{}
 		if g.route.Local { // remote replies carry no marks
 			for _, j := range rep.Marked {
 				marked[j] = true
+			}
+			for _, tw := range rep.Taken {
+				taken[tw.Index] = tw.Word
 			}
 		}
 		held := map[int]bool{}
@@ -396,7 +423,7 @@ func (l *Locker) ask(ctx context.Context, reqs []occ.LockRequest, res []occ.Lock
 			}
 			held[j] = true
 			out = append(out, ownerGrant{i: idx[j], route: g.route, epoch: rep.Epoch, already: already[j],
-				marked: marked[j], asked: asked})
+				marked: marked[j], asked: asked, from: taken[j]})
 		}
 		for j, i := range idx {
 			if !held[j] {
@@ -483,28 +510,45 @@ const maxWordAttempts = 3
 //     keys in the table, so the next grants WRITE.
 //
 // Grants whose word cannot be taken are released in the table again.
-func (l *Locker) lockWords(ctx context.Context, reqs []occ.LockRequest, res []occ.LockResult, gs []ownerGrant) {
+func (l *Locker) lockWords(ctx context.Context, reqs []occ.LockRequest, res []occ.LockResult, gs []ownerGrant,
+	follow map[int]Route, canFollow bool) {
 	expect := make([]uint64, len(gs))
 	write := make([]bool, len(gs))
-	todo := make([]int, len(gs))
+	todo := make([]int, 0, len(gs))
+	var undo []ownerGrant
 	for k, g := range gs {
-		todo[k] = k
 		q := &reqs[g.i]
+		if seen := q.Seen; canFollow && !g.already && g.from == 0 && store.IsFreeSentinel(seen) &&
+			seen != Sentinel(g.route.Cohort, g.epoch, false) && !(g.marked && g.route.Local) {
+			// The coordinator saw a free sentinel of a cohort the map
+			// places elsewhere: ask that cohort's owner at once rather than
+			// post a CAS bound to fail.
+			if ok, _ := l.retired(seen, g.route, g.epoch); !ok && !l.takeable(seen, g) {
+				if r, ok := l.follow(seen, g.route); ok {
+					res[g.i] = occ.LockResult{Status: occ.LockRedirect, Path: pathOf(g.route), LockWord: seen}
+					follow[g.i] = r
+					undo = append(undo, g)
+					continue
+				}
+			}
+		}
+		todo = append(todo, k)
 		write[k] = g.marked && !g.already && g.route.Local
 		// The expected value: this node's hint if it is this activation's
 		// free sentinel, else the word the coordinator saw when it located
 		// the slot if that is free for this grant, else 0.
 		free := Sentinel(g.route.Cohort, g.epoch, false)
 		switch seen := q.Seen; {
+		case g.from != 0:
+			expect[k] = g.from
 		case l.n.hint(wordOf(q)) == free, seen == free:
 			expect[k] = free
 		case store.IsFreeSentinel(seen):
-			if ok, _ := l.retired(seen, g.route, g.epoch); ok {
+			if ok, _ := l.retired(seen, g.route, g.epoch); ok || l.takeable(seen, g) {
 				expect[k] = seen
 			}
 		}
 	}
-	var undo []ownerGrant
 	type markKey struct {
 		cohort control.CohortID
 		epoch  uint64
@@ -590,15 +634,18 @@ func (l *Locker) lockWords(ctx context.Context, reqs []occ.LockRequest, res []oc
 					expect[k] = v
 					next = append(next, k)
 				case store.IsFreeSentinel(v):
-					if ok, _ := l.retired(v, g.route, g.epoch); ok {
+					if ok, _ := l.retired(v, g.route, g.epoch); ok || l.takeable(v, g) {
 						expect[k] = v
 						next = append(next, k)
 						continue
 					}
 					// A free sentinel of an activation that may be active:
-					// only its own grantees may take it.
+					// only its own grantees may take it. Ask its owner.
 					out.Status, out.LockWord = occ.LockRedirect, v
 					undo = append(undo, g)
+					if r, ok := l.follow(v, g.route); ok {
+						follow[g.i] = r
+					}
 				default: // a CAS tag or a held sentinel: locked by another path or owner
 					out.Status, out.LockWord = occ.LockConflict, v
 					undo = append(undo, g)
@@ -650,6 +697,56 @@ func (l *Locker) retired(w uint64, r Route, e uint64) (ok bool, atLeast uint64) 
 		return false, we
 	}
 	return true, 0
+}
+
+// takeable reports whether grant g may take over, by CAS, the free sentinel
+// w = S(c',e') of another cohort c' ≠ c of g's owner (see "Re-cut cohorts"
+// in the package documentation): while g holds its table grant, the owner's
+// table grants the slot to no other cohort and has dropped any other
+// cohort's mark of it, so only CASes compete for w. Conditions: the CAS is
+// posted within the WRITE lease of the grant (so it lands before the grant
+// can be fenced and the slot re-marked), and (c',e') is installed in the
+// owner's table — asked of the table for a local grant; for a remote one,
+// the map places c' on the same owner and e' is not newer than the map (an
+// activation of c' elsewhere at an epoch ≤ the map's was retired before
+// that map was published, A1).
+func (l *Locker) takeable(w uint64, g ownerGrant) bool {
+	if !g.route.Owned || SentinelCohort(w) == uint64(g.route.Cohort)&cohortMask ||
+		l.n.cfg.WriteLease <= 0 || time.Since(g.asked) >= l.n.cfg.WriteLease {
+		return false
+	}
+	if g.route.Local {
+		return l.n.svc != nil && l.n.svc.InstalledSentinel(w)
+	}
+	cp, ok := l.n.res.(CohortPlacer)
+	if !ok {
+		return false
+	}
+	owner, owned, m := cp.CohortOwner(control.CohortID(SentinelCohort(w)))
+	return owned && owner == g.route.Owner && SentinelEpoch(w) <= m&epochMask
+}
+
+// follow returns the route to the owner of the cohort c' of a free
+// sentinel w = S(c',e') that refused a lock of route r: the lock is asked
+// again of c' (an ordinary grant of c' — the owner's table does not check
+// key groups — whose CAS expects S(c',e') when e' is the install epoch of c'
+// there, or takes over an older epoch's sentinel). ok is false when c' is
+// r's own cohort (then the map is stale), not placed in the map (retired:
+// see retired), or newer than the map, or when the Resolver cannot say.
+func (l *Locker) follow(w uint64, r Route) (Route, bool) {
+	c := control.CohortID(SentinelCohort(w))
+	if r.Owned && c == r.Cohort&cohortMask {
+		return Route{}, false
+	}
+	cp, ok := l.n.res.(CohortPlacer)
+	if !ok {
+		return Route{}, false
+	}
+	owner, owned, m := cp.CohortOwner(c)
+	if !owned || SentinelEpoch(w) > m&epochMask {
+		return Route{}, false
+	}
+	return Route{Owned: true, Cohort: c, Owner: owner, Local: owner == l.n.cfg.Self, Epoch: m}, true
 }
 
 // granted records a granted owner-path lock; orig is the word the grant
@@ -727,7 +824,8 @@ func (l *Locker) resolve(ctx context.Context, reqs []occ.LockRequest, res []occ.
 // retired by this node's map (see retired: its cohort is not placed in the
 // map and its epoch is not newer than the map); otherwise it stays a
 // redirect, after refreshing the map if the sentinel is newer than it.
-func (l *Locker) acquireFallback(ctx context.Context, reqs []occ.LockRequest, res []occ.LockResult, idx []int) error {
+func (l *Locker) acquireFallback(ctx context.Context, reqs []occ.LockRequest, res []occ.LockResult, idx []int,
+	follow map[int]Route, canFollow bool) error {
 	if l.fb == nil {
 		for _, i := range idx {
 			res[i] = occ.LockResult{Status: occ.LockRedirect, Path: occ.PathMNCAS}
@@ -743,6 +841,11 @@ func (l *Locker) acquireFallback(ctx context.Context, reqs []occ.LockRequest, re
 			if ok, _ := l.retired(w, Route{}, 0); ok {
 				res[i] = occ.LockResult{Path: occ.PathMNCAS, LockWord: w}
 				reclaim = append(reclaim, i)
+				continue
+			}
+			if r, ok := l.follow(w, Route{}); ok && canFollow {
+				res[i] = occ.LockResult{Status: occ.LockRedirect, Path: occ.PathMNCAS, LockWord: w}
+				follow[i] = r
 				continue
 			}
 		}
@@ -769,6 +872,8 @@ func (l *Locker) acquireFallback(ctx context.Context, reqs []occ.LockRequest, re
 				ok, atLeast := l.retired(w, Route{}, 0)
 				if ok {
 					reclaim = append(reclaim, i)
+				} else if r, ok := l.follow(w, Route{}); ok && canFollow {
+					follow[i] = r
 				}
 				refresh = max(refresh, atLeast)
 			}

@@ -559,14 +559,20 @@ func TestFreeSentinelTakenOver(t *testing.T) {
 	if c.nodes[0].Stats.Reclaimed.Load() != 2 {
 		t.Fatalf("reclaimed %d", c.nodes[0].Stats.Reclaimed.Load())
 	}
-	// Free sentinels that may belong to a live activation are refused by
-	// both paths: one newer than this node's map (cohort 77 at epoch 5),
-	// and one of cohort 2, which the map places on cn-1.
+	// Free sentinels that may belong to a live activation are not taken
+	// over by either path: one newer than this node's map (cohort 77 at
+	// epoch 5) is refused; one of cohort 2, which the map places on cn-1,
+	// is locked through cohort 2's owner (Locker.follow): an owner RPC
+	// grant of cohort 2, one CAS from S(2,1), released to S(2,1).
 	for _, w := range []uint64{Sentinel(77, 5, false), Sentinel(2, 1, false)} {
 		for _, k := range []uint64{8, 12} { // cohort 1 LOCAL; unowned
 			c.setLockWord(t, k, w)
 			r := update(k)
-			if r.Outcome != occ.Aborted || r.Counters.Redirects != 1 {
+			if w == Sentinel(2, 1, false) {
+				if r.Outcome != occ.Committed || r.Counters.LocksOwnerRPC != 1 || r.Counters.MNCAS != 1 || r.Counters.MNCASFailed != 0 {
+					t.Fatalf("key %d with %#x: %v %+v", k, w, r.Outcome, r.Counters)
+				}
+			} else if r.Outcome != occ.Aborted || r.Counters.Redirects != 1 {
 				t.Fatalf("key %d with %#x: %v %+v", k, w, r.Outcome, r.Counters)
 			}
 			if got := c.lockWord(t, k); got != w {

@@ -21,7 +21,7 @@ type MapResolver struct {
 	installed bool
 	epoch     uint64
 	kgs       map[control.KeyGroup]placement
-	cohorts   map[control.CohortID]bool
+	cohorts   map[control.CohortID]int // owner index
 }
 
 type placement struct {
@@ -43,9 +43,9 @@ func (r *MapResolver) Update(m *control.OwnerMap) error {
 		return err
 	}
 	kgs := make(map[control.KeyGroup]placement)
-	cohorts := make(map[control.CohortID]bool, len(m.Cohorts))
+	cohorts := make(map[control.CohortID]int, len(m.Cohorts))
 	for _, p := range m.Cohorts {
-		cohorts[p.ID] = true
+		cohorts[p.ID] = p.Owner
 		if p.Owner >= len(r.names) {
 			return fmt.Errorf("owner: epoch %d: cohort %d owner %d has no name", m.Epoch, p.ID, p.Owner)
 		}
@@ -66,7 +66,19 @@ func (r *MapResolver) Update(m *control.OwnerMap) error {
 func (r *MapResolver) CohortOwned(c control.CohortID) (bool, uint64) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	return r.cohorts[c], r.epoch
+	_, ok := r.cohorts[c]
+	return ok, r.epoch
+}
+
+// CohortOwner implements CohortPlacer.
+func (r *MapResolver) CohortOwner(c control.CohortID) (string, bool, uint64) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	i, ok := r.cohorts[c]
+	if !ok {
+		return "", false, r.epoch
+	}
+	return r.names[i], true, r.epoch
 }
 
 // Epoch returns the installed map's epoch.

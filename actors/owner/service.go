@@ -51,6 +51,13 @@ func (s *Service) Mark(c uint64, epoch uint64, holder Holder, keys []Key) int {
 	return s.t.Mark(c, epoch, holder, keys)
 }
 
+// InstalledSentinel runs Table.InstalledSentinel.
+func (s *Service) InstalledSentinel(w uint64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.t.InstalledSentinel(w)
+}
+
 // Config returns the table's bounds.
 func (s *Service) Config() Config {
 	s.mu.Lock()

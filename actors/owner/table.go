@@ -114,6 +114,12 @@ type AcquireReply struct {
 	// key's memory-node lock word is known to be the cohort's owner
 	// sentinel at Epoch, so the grantee may set it held by a plain WRITE.
 	Marked []int
+	// Taken are the new grants of keys another cohort installed in this
+	// table had marked: the table dropped that mark in the same step (see
+	// "Re-cut cohorts" in the package documentation), and the key's lock
+	// word is expected to be that cohort's free sentinel, Word. The grantee
+	// takes it over by CAS(Word → its held sentinel).
+	Taken []TakenWord
 	// ConflictIndex is the key that conflicted, and ConflictHolder its
 	// holder (Conflict only).
 	ConflictIndex  int
@@ -124,8 +130,17 @@ type AcquireReply struct {
 	RetryAfterMicros int64
 }
 
+// TakenWord is a grant of a key whose mark the table took from another
+// installed cohort: Index into the request's Keys, and Word, that cohort's
+// free sentinel.
+type TakenWord struct {
+	Index int
+	Word  uint64
+}
+
 func (r AcquireReply) clone() AcquireReply {
 	r.Granted, r.Already, r.Marked = slices.Clone(r.Granted), slices.Clone(r.Already), slices.Clone(r.Marked)
+	r.Taken = slices.Clone(r.Taken)
 	return r
 }
 
@@ -244,7 +259,7 @@ var (
 	// ErrStaleInstall: Install at an epoch not newer than the cohort's
 	// tombstone (a retired activation never reactivates).
 	ErrStaleInstall = errors.New("owner: install at a retired epoch")
-	// ErrKeyGroupTaken: a key group is in another installed cohort.
+	// ErrKeyGroupTaken: a key group is in another installed, active cohort.
 	ErrKeyGroupTaken = errors.New("owner: key group in another cohort")
 	// ErrNotFrozen: Fence or Retire of a cohort that is not frozen.
 	ErrNotFrozen = errors.New("owner: cohort not frozen")
@@ -342,6 +357,11 @@ type Table struct {
 	locks   int
 	marks   int
 	epoch   uint64
+	// slots: the cohort whose holder holds a key, whatever cohort asks for
+	// it (one holder per key in the whole table, across cohorts); markOf:
+	// the cohort that has a key marked (at most one per key).
+	slots  map[Key]control.CohortID
+	markOf map[Key]control.CohortID
 }
 
 // NewTable returns an empty table.
@@ -351,7 +371,7 @@ func NewTable(cfg Config) (*Table, error) {
 	}
 	return &Table{cfg: cfg.withDefaults(), cohorts: map[control.CohortID]*cohortState{},
 		kgs: map[control.KeyGroup]control.CohortID{}, tombs: map[control.CohortID]tombstone{},
-		idem: map[idemKey]idemEntry{}}, nil
+		idem: map[idemKey]idemEntry{}, slots: map[Key]control.CohortID{}, markOf: map[Key]control.CohortID{}}, nil
 }
 
 // Config returns the table's bounds with defaults applied.
@@ -411,10 +431,8 @@ func (t *Table) Install(c control.CohortID, kgs []control.KeyGroup, epoch uint64
 	if len(t.cohorts) >= t.cfg.MaxCohorts {
 		return &LimitError{What: "installed cohorts", N: len(t.cohorts) + 1, Max: t.cfg.MaxCohorts}
 	}
-	for _, kg := range kgs {
-		if other, ok := t.kgs[kg]; ok {
-			return fmt.Errorf("%w: key group %d of cohort %d is in cohort %d", ErrKeyGroupTaken, kg, c, other)
-		}
+	if err := t.kgsFree(c, kgs); err != nil {
+		return err
 	}
 	for _, kg := range kgs {
 		t.kgs[kg] = c
@@ -424,6 +442,70 @@ func (t *Table) Install(c control.CohortID, kgs []control.KeyGroup, epoch uint64
 	t.dropTombstone(c)
 	t.ObserveEpoch(epoch)
 	return nil
+}
+
+// kgsFree checks that no other active cohort has one of kgs. Key groups of
+// a frozen cohort (leaving this node, waiting to drain) may be given to
+// another cohort: the frozen one grants nothing more, and the table's
+// per-key exclusion spans cohorts, so both activations' holders still
+// exclude each other (see "Re-cut cohorts" in the package documentation).
+func (t *Table) kgsFree(c control.CohortID, kgs []control.KeyGroup) error {
+	for _, kg := range kgs {
+		if other, ok := t.kgs[kg]; ok && other != c && t.cohorts[other].phase == PhaseActive {
+			return fmt.Errorf("%w: key group %d of cohort %d is in cohort %d", ErrKeyGroupTaken, kg, c, other)
+		}
+	}
+	return nil
+}
+
+// Reconfigure changes the key groups of cohort c, installed and active at
+// epoch, to kgs (sorted, distinct), as of OwnerMap epoch at (not older than
+// the install epoch). The activation keeps its install epoch — the epoch of
+// its sentinels — so its marks stay valid: key groups that leave it keep
+// their marks until another cohort of this table is granted their keys
+// (which takes the mark over, see Acquire) or another owner takes their
+// words by the rules of Locker.retired; key groups that join it have no
+// marks yet. Holders are kept. Key groups may not be in another active
+// cohort (shrink that one first).
+func (t *Table) Reconfigure(c control.CohortID, epoch uint64, kgs []control.KeyGroup, at uint64) error {
+	if err := (control.Cohort{ID: c, KeyGroups: kgs}).Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrBadRequest, err)
+	}
+	if len(kgs) > t.cfg.MaxKeyGroupsPerCohort {
+		return &LimitError{What: fmt.Sprintf("cohort %d key groups", c), N: len(kgs), Max: t.cfg.MaxKeyGroupsPerCohort}
+	}
+	cs, err := t.cohortAt(c, epoch)
+	if err != nil {
+		return err
+	}
+	if cs.phase != PhaseActive {
+		return fmt.Errorf("%w: cohort %d is %s", ErrBadRequest, c, cs.phase)
+	}
+	if at < epoch {
+		return fmt.Errorf("%w: cohort %d installed at epoch %d reconfigured at %d", ErrBadRequest, c, epoch, at)
+	}
+	if err := t.kgsFree(c, kgs); err != nil {
+		return err
+	}
+	for _, kg := range cs.kgs {
+		if t.kgs[kg] == c {
+			delete(t.kgs, kg)
+		}
+	}
+	for _, kg := range kgs {
+		t.kgs[kg] = c
+	}
+	cs.kgs = slices.Clone(kgs)
+	t.ObserveEpoch(at)
+	return nil
+}
+
+// InstalledSentinel reports whether the owner sentinel w (free or held)
+// belongs to an activation installed in this table, in any phase: its
+// cohort is installed here at an install epoch equal to w's epoch field.
+func (t *Table) InstalledSentinel(w uint64) bool {
+	cs, ok := t.cohorts[control.CohortID(SentinelCohort(w))]
+	return ok && cs.epoch&epochMask == SentinelEpoch(w)
 }
 
 // Acquire tries to lock req.Keys for req.Holder. It never waits: a key held
@@ -488,6 +570,12 @@ func (t *Table) acquire(req AcquireRequest) (AcquireReply, error) {
 	}
 	rep := AcquireReply{Status: StatusOK, Epoch: cs.epoch}
 	for i, k := range req.Keys {
+		if oc, held := t.slots[k]; held && oc != req.Cohort {
+			// Held through another cohort of this table: one holder per key
+			// in the whole table.
+			rep.Status, rep.ConflictIndex, rep.ConflictHolder = StatusConflict, i, t.cohorts[oc].locks[k].holder
+			return rep, nil
+		}
 		if l, held := cs.locks[k]; held {
 			if l.holder != req.Holder {
 				rep.Status, rep.ConflictIndex, rep.ConflictHolder = StatusConflict, i, l.holder
@@ -507,6 +595,16 @@ func (t *Table) acquire(req AcquireRequest) (AcquireReply, error) {
 		}
 		mine[k] = struct{}{}
 		t.locks++
+		t.slots[k] = req.Cohort
+		if mc, m := t.markOf[k]; m && mc != req.Cohort {
+			// Another cohort of this table marked the key and holds it not:
+			// its word is that cohort's free sentinel. The mark moves with
+			// the grant: dropped now, so no grantee of that cohort WRITEs
+			// the word again before one CASes it from its sentinel.
+			o := t.cohorts[mc]
+			t.unmark(o, k)
+			rep.Taken = append(rep.Taken, TakenWord{Index: i, Word: Sentinel(mc, o.epoch, false)})
+		}
 		rep.Granted = append(rep.Granted, i)
 		if _, m := cs.marked[k]; m {
 			rep.Marked = append(rep.Marked, i)
@@ -534,14 +632,29 @@ func (t *Table) Mark(c control.CohortID, epoch uint64, holder Holder, keys []Key
 		if _, m := cs.marked[k]; m {
 			continue
 		}
+		if mc, m := t.markOf[k]; m {
+			t.unmark(t.cohorts[mc], k) // the holder's CAS replaced that word
+		}
 		if t.marks >= t.cfg.MaxMarks {
 			break
 		}
 		cs.marked[k] = struct{}{}
+		t.markOf[k] = c
 		t.marks++
 		n++
 	}
 	return n
+}
+
+// unmark drops cs's mark of k, if any.
+func (t *Table) unmark(cs *cohortState, k Key) {
+	if _, m := cs.marked[k]; m {
+		delete(cs.marked, k)
+		t.marks--
+	}
+	if t.markOf[k] == cs.id {
+		delete(t.markOf, k)
+	}
 }
 
 // Marked reports whether key k of cohort c is marked.
@@ -596,15 +709,13 @@ func (t *Table) Release(req ReleaseRequest) (ReleaseReply, error) {
 		if _, held := mine[k]; !held {
 			continue
 		}
-		if _, m := cs.marked[k]; m {
-			delete(cs.marked, k)
-			t.marks--
-		}
+		t.unmark(cs, k)
 	}
 	drop := func(k Key) {
 		if _, held := mine[k]; held {
 			delete(mine, k)
 			delete(cs.locks, k)
+			delete(t.slots, k)
 			t.locks--
 			rep.Released++
 		}
@@ -654,6 +765,14 @@ func (t *Table) Thaw(c control.CohortID, epoch uint64) error {
 	if err != nil {
 		return err
 	}
+	if cs.phase != PhaseActive {
+		if err := t.kgsFree(c, cs.kgs); err != nil {
+			return err
+		}
+		for _, kg := range cs.kgs {
+			t.kgs[kg] = c
+		}
+	}
 	cs.phase = PhaseActive
 	return nil
 }
@@ -701,12 +820,16 @@ func (t *Table) Fence(c control.CohortID, epoch uint64, nowMicros int64) ([]Hold
 	}
 	fenced := slices.Sorted(maps.Keys(cs.holders))
 	t.locks -= len(cs.locks)
+	for k := range cs.locks {
+		delete(t.slots, k)
+	}
 	clear(cs.locks)
 	clear(cs.holders)
 	// The fenced holders' words may stay held (or their WRITEs may still be
 	// on their way): no later grant at this epoch may trust a mark.
-	t.marks -= len(cs.marked)
-	clear(cs.marked)
+	for k := range cs.marked {
+		t.unmark(cs, k)
+	}
 	return fenced, nil
 }
 
@@ -734,9 +857,13 @@ func (t *Table) Retire(c control.CohortID, epoch uint64, moved Moved) error {
 		return fmt.Errorf("%w: cohort %d: %d locks of %d holders", ErrHoldersRemain, c, len(cs.locks), len(cs.holders))
 	}
 	for _, kg := range cs.kgs {
-		delete(t.kgs, kg)
+		if t.kgs[kg] == c {
+			delete(t.kgs, kg)
+		}
 	}
-	t.marks -= len(cs.marked)
+	for k := range cs.marked {
+		t.unmark(cs, k)
+	}
 	delete(t.cohorts, c)
 	t.dropTombstone(c)
 	if t.cfg.MaxTombstones > 0 {

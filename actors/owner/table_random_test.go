@@ -101,7 +101,14 @@ func runRandomTable(t *testing.T, seed uint64, steps int) {
 			if err != nil {
 				t.Fatalf("seed %d step %d: %v", seed, step, err)
 			}
-			checkAcquire(t, seed, step, req, rep, m, retired)
+			checkAcquire(t, seed, step, req, rep, m, retired, func(k Key) (Holder, bool) {
+				for oc, om := range model {
+					if h, held := om.locks[k]; held && oc != c {
+						return h, true
+					}
+				}
+				return 0, false
+			})
 			last = append(last, sent{req, rep})
 		case op < 50: // retransmission of a recent request: same reply, no change
 			if len(last) == 0 {
@@ -234,8 +241,11 @@ func runRandomTable(t *testing.T, seed uint64, steps int) {
 	}
 }
 
-// checkAcquire checks one reply against the model and applies it.
-func checkAcquire(t *testing.T, seed uint64, step int, req AcquireRequest, rep AcquireReply, m *refCohort, retired map[control.CohortID]Moved) {
+// checkAcquire checks one reply against the model and applies it. other
+// returns the holder of a key in another cohort of the table: one holder
+// per key in the whole table, across cohorts.
+func checkAcquire(t *testing.T, seed uint64, step int, req AcquireRequest, rep AcquireReply, m *refCohort, retired map[control.CohortID]Moved,
+	other func(Key) (Holder, bool)) {
 	t.Helper()
 	fail := func(why string) {
 		t.Fatalf("seed %d step %d: %s: request %+v reply %+v", seed, step, why, req, rep)
@@ -270,12 +280,21 @@ func checkAcquire(t *testing.T, seed uint64, step int, req AcquireRequest, rep A
 	}
 	for i, k := range req.Keys {
 		h, held := m.locks[k]
+		oh, elsewhere := other(k)
 		switch {
 		case rep.Status == StatusConflict && i == rep.ConflictIndex:
+			if elsewhere {
+				if oh != rep.ConflictHolder {
+					fail("conflict with another cohort's holder misreported")
+				}
+				return
+			}
 			if !held || h == req.Holder || h != rep.ConflictHolder {
 				fail("conflict on a key the model says is free or ours")
 			}
 			return
+		case elsewhere:
+			fail("I2: key granted while another cohort's holder holds it")
 		case !granted[i]:
 			fail("key neither granted nor conflicting")
 		case held && h != req.Holder:

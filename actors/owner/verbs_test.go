@@ -353,7 +353,9 @@ func TestInsertReusesFreeSentinels(t *testing.T) {
 	}
 	// An empty slot left with cohort 1's free sentinel: cohort 1's owner
 	// claims it with a WRITE (the slot is still marked in its table); the
-	// MN CAS path may not take it (cohort 1 is placed) and redirects.
+	// MN CAS path may not take it (cohort 1 is placed): the lock follows
+	// the sentinel the coordinator saw to cohort 1's owner (an owner RPC
+	// grant, one CAS from S(1,1)), which leaves S(1,1).
 	tl, _ := c.layout.Table(accounts)
 	var addr uint64
 	for i, w := range c.allLockWords(t) {
@@ -380,7 +382,8 @@ func TestInsertReusesFreeSentinels(t *testing.T) {
 		}
 		return res[0]
 	}
-	if r := claim(1, 8*n+4); r.Status != occ.LockRedirect || r.LockWord != Sentinel(1, 1, false) {
+	if r := claim(1, 8*n+4); r.Status != occ.LockGranted || r.Path != occ.PathOwnerRPC || r.CAS != 1 || r.CASFailed != 0 ||
+		r.Release != Sentinel(1, 1, false) {
 		t.Fatalf("unowned key on a live free sentinel: %+v", r)
 	}
 	before := c.mem.Stats()
