@@ -31,6 +31,7 @@ func findAddr(m rdma.CostModel, addr uint64, same bool) uint64 {
 
 func TestNICSerialisesAtomicsOnOneSlot(t *testing.T) {
 	m := rdma.DefaultCostModel()
+	m.AtomicEngineOccupancy = 0 // the per-slot rule alone (the engine: TestNICAtomicEngineLimit)
 	nic := newNIC(t, m)
 	const t0 = int64(1_000_000)
 	addr := uint64(1 << 20)
@@ -70,6 +71,7 @@ func TestNICSerialisesAtomicsOnOneSlot(t *testing.T) {
 
 func TestNICScheduleBatch(t *testing.T) {
 	m := rdma.DefaultCostModel()
+	m.AtomicEngineOccupancy = 0
 	nic := newNIC(t, m)
 	const t0 = int64(5_000_000)
 	wrs := []rdma.WorkRequest{
@@ -89,6 +91,83 @@ func TestNICScheduleBatch(t *testing.T) {
 	}
 	if done[3]-done[2] != occ {
 		t.Fatalf("second CAS on the same word %d ns after the first, want %d", done[3]-done[2], occ)
+	}
+}
+
+// The NIC-wide atomic engine caps the atomic rate whatever the slots: N
+// atomics on N distinct slots issued together take at least N × occupancy,
+// and READ/WRITE neither wait for it nor delay it.
+func TestNICAtomicEngineLimit(t *testing.T) {
+	m := rdma.DefaultCostModel()
+	if m.AtomicEngineOccupancy <= 0 {
+		t.Fatalf("default AtomicEngineOccupancy = %v, want a NIC-wide limit", m.AtomicEngineOccupancy)
+	}
+	// 1 / occupancy must stay near the tutorial's measured ≈ 1.81 M atomics/s.
+	if rate := float64(time.Second) / float64(m.AtomicEngineOccupancy); rate < 1.8e6 || rate > 2.5e6 {
+		t.Errorf("default engine rate %.2g atomics/s, want 1.8–2.5 M/s", rate)
+	}
+	nic := newNIC(t, m)
+	occ, lat := int64(m.AtomicEngineOccupancy), int64(m.AtomicLatency)
+	const t0 = int64(1_000_000)
+	const n = 64
+	addrs := []uint64{1 << 20}
+	slots := map[int]bool{m.AtomicSlot(addrs[0]): true}
+	for a := addrs[0] + 8; len(addrs) < n; a += 8 {
+		if !slots[m.AtomicSlot(a)] {
+			slots[m.AtomicSlot(a)] = true
+			addrs = append(addrs, a)
+		}
+	}
+	first, last := int64(-1), int64(0)
+	for i, a := range addrs {
+		op := rdma.OpCompareAndSwap
+		if i%2 == 1 {
+			op = rdma.OpFetchAndAdd
+		}
+		d := nic.Schedule(t0, op, a, 8)
+		if first < 0 {
+			first = d
+		}
+		if want := t0 + int64(i)*occ + lat; d != want {
+			t.Fatalf("atomic %d (distinct slot) completes at +%d ns, want +%d (engine FIFO)", i, d-t0, want-t0)
+		}
+		last = max(last, d)
+	}
+	if span := last - t0; span < n*occ {
+		t.Fatalf("%d atomics on distinct slots completed within %d ns, want ≥ %d (N × engine occupancy)", n, span, n*occ)
+	}
+	if rate := float64(n-1) / float64(last-first) * 1e9; rate > float64(time.Second)/float64(occ)*1.0001 {
+		t.Fatalf("atomic completion rate %.3g/s exceeds the engine's %.3g/s", rate, float64(time.Second)/float64(occ))
+	}
+	// READ and WRITE issued while the engine is backlogged are not delayed...
+	if d := nic.Schedule(t0, rdma.OpRead, addrs[3], 8); d != t0+int64(m.ReadLatency) {
+		t.Fatalf("READ behind %d queued atomics completes at +%d ns, want +%d", n, d-t0, int64(m.ReadLatency))
+	}
+	if d := nic.Schedule(t0, rdma.OpWrite, addrs[5], 12000); d != t0+int64(m.WriteLatency)+1000 {
+		t.Fatalf("WRITE behind %d queued atomics completes at +%d ns, want WriteLatency + 1 µs wire", n, d-t0)
+	}
+	// ... and do not occupy the engine: the next atomic follows the last one.
+	if d := nic.Schedule(t0, rdma.OpCompareAndSwap, addrs[0]+1<<30, 8); d != last+occ {
+		t.Fatalf("atomic after READ/WRITE completes %d ns after the previous atomic, want %d", d-last, occ)
+	}
+	// A slot wait does not hold the engine: an atomic stuck behind a busy
+	// slot lets an atomic on another slot through at the engine's pace.
+	m2 := m
+	m2.AtomicSlotOccupancy = 10 * time.Microsecond
+	nic2 := newNIC(t, m2)
+	a := uint64(1 << 20)
+	nic2.Schedule(t0, rdma.OpCompareAndSwap, a, 8)
+	if d := nic2.Schedule(t0, rdma.OpCompareAndSwap, a, 8); d != t0+int64(m2.AtomicSlotOccupancy)+lat {
+		t.Fatalf("second atomic on a slot busy 10 µs completes at +%d, want +%d", d-t0, int64(m2.AtomicSlotOccupancy)+lat)
+	}
+	other := findAddr(m2, a, false)
+	if d := nic2.Schedule(t0, rdma.OpCompareAndSwap, other, 8); d != t0+2*occ+lat {
+		t.Fatalf("atomic on a free slot behind a slot wait completes at +%d, want +%d (engine only)", d-t0, 2*occ+lat)
+	}
+	// Once idle, the engine does not delay an atomic.
+	later := last + 1_000_000
+	if d := nic.Schedule(later, rdma.OpFetchAndAdd, addrs[7], 8); d != later+lat {
+		t.Fatalf("atomic on an idle NIC completes at +%d, want +%d", d-later, lat)
 	}
 }
 

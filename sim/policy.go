@@ -5,6 +5,8 @@ import (
 
 	"github.com/aura-runtime/aura/bench"
 	"github.com/aura-runtime/aura/control"
+	"github.com/aura-runtime/aura/control/accessgraph"
+	"github.com/aura-runtime/aura/control/cohortgen"
 	"github.com/aura-runtime/aura/control/ownership"
 	"github.com/aura-runtime/aura/control/router"
 	"github.com/aura-runtime/aura/workload/tenant"
@@ -249,4 +251,12 @@ func routeByWriteSet(s *sim, t *txnInfo, owner func(*access) int) int {
 		return home
 	}
 	return best
+}
+
+// naiveGenerator adapts cohortgen's Naive (the v25 generator) for
+// --lever-b naive.
+type naiveGenerator struct{ gen *cohortgen.Naive }
+
+func (g naiveGenerator) step(_ uint64, graph *accessgraph.Graph) ([]control.Cohort, error) {
+	return g.gen.Step(graph), nil
 }

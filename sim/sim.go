@@ -25,6 +25,10 @@ type Outcome struct {
 	CNCommitted []uint64
 	// Cohorts is the published cohort count after every planner tick.
 	Cohorts []int
+	// TickCNCommitted is, for every planner tick, the transactions each CN
+	// was home to during that tick (warm-up included): the per-tick load
+	// split that shows a collapse onto one CN as it happens.
+	TickCNCommitted [][]uint64
 	// TickWall is the real time each planner tick took (not part of the
 	// deterministic output).
 	TickWall []time.Duration
@@ -107,6 +111,7 @@ type sim struct {
 	cpuFree []int64
 	busy    []int64 // CPU ns reserved after the warm-up
 	homeCnt []uint64
+	tickCnt []uint64 // commits per CN in the current tick
 	warmEnd int64
 	end     int64
 	now     int64
@@ -143,6 +148,7 @@ func Run(cfg Config) (*Outcome, error) {
 	s := &sim{cfg: cfg, costs: *cfg.Costs, wl: cfg.Workload, rule: cfg.Workload.Rule(), nic: nic,
 		locks: map[uint64]lockEntry{}, frozen: map[uint64]int64{},
 		cpuFree: make([]int64, cfg.CNs), busy: make([]int64, cfg.CNs), homeCnt: make([]uint64, cfg.CNs),
+		tickCnt: make([]uint64, cfg.CNs),
 		warmEnd: int64(cfg.Warmup), end: int64(cfg.Warmup + cfg.Duration), byType: map[string]*typeAcc{},
 		staticMemo: map[uint64]int{}}
 	for _, t := range cfg.Workload.Schema().Tables {
@@ -461,6 +467,7 @@ func (s *sim) commit(c *client) {
 	t := c.cur
 	s.release(c)
 	s.c.committed++
+	s.tickCnt[c.home]++
 	if s.now >= s.warmEnd {
 		s.lat.Record(uint64((s.now - t.start) / 1000))
 		t.ta.committed++

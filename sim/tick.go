@@ -51,6 +51,8 @@ func (s *sim) tick() error {
 	}
 	cohorts := s.pol.cohorts()
 	s.out.Cohorts = append(s.out.Cohorts, cohorts)
+	s.out.TickCNCommitted = append(s.out.TickCNCommitted, slices.Clone(s.tickCnt))
+	clear(s.tickCnt)
 	d := s.c.sub(s.prev)
 	s.prev = s.c
 	sm := bench.Sample{TS: float64(s.now) / 1e9, Cohorts: cohorts, Migrations: s.migrations}

@@ -116,6 +116,24 @@ type Config struct {
 	// StickyMaxTicks consecutive ticks (seed 001 §4.3's sticky cache).
 	// Default 50 (5 s at 100 ms ticks).
 	StickyMaxTicks int
+	// Significance σ decides which edges count as co-access evidence: an
+	// edge (u, v) is significant when w(u, v) ≥ σ · min(M(u), M(v)), M(x)
+	// being x's heaviest edge. Merges count only
+	// significant cross edges, refinement clusters over significant edges
+	// only and cuts its communities into their connected components, and a
+	// member with no significant edge inside its cohort for PersistWindows
+	// windows is detached into a singleton. So no cohort ties together key
+	// groups that only chance or a rare transaction (TPC-C's remote
+	// warehouses) co-accesses: such a cohort lives on one CN and every other
+	// CN writing its stray members pays an owner RPC for them. Default 0.05.
+	// Why: within a TPC-C warehouse every key group's edges are within a
+	// factor 10 of its heaviest (a STOCK bucket: ~0.016–0.022 of the
+	// warehouse's NewOrders to each other bucket, district and order key
+	// group), while edges that cross warehouses weigh ≤ 0.012 of the
+	// lighter endpoint's heaviest (15% remote Payments spread over 15
+	// warehouses; 1% remote order lines: ~0.005) — σ = 0.05 sits a factor
+	// ~3–4 from either side.
+	Significance float64
 	// JaccardKeep is the overlap |A∩B|/|A∪B| from which a cohort produced
 	// by a merge, split or refinement takes the id of an old cohort (the
 	// heaviest overlap first). Default 0.5: a merge keeps the id of its
@@ -149,6 +167,7 @@ func DefaultConfig() Config {
 		Seed:               1,
 		StickyMaxTicks:     50,
 		JaccardKeep:        0.5,
+		Significance:       0.05,
 	}
 }
 
@@ -211,6 +230,9 @@ func (c Config) Validate() error {
 	}
 	if c.StickyMaxTicks < 0 {
 		bad("StickyMaxTicks %d must not be negative", c.StickyMaxTicks)
+	}
+	if !(c.Significance >= 0 && c.Significance < 1) {
+		bad("Significance %v must be in [0, 1)", c.Significance)
 	}
 	if !(c.JaccardKeep > 0 && c.JaccardKeep <= 1) {
 		bad("JaccardKeep %v must be in (0, 1]", c.JaccardKeep)

@@ -192,3 +192,10 @@ func resizeB(s []bool, n int) []bool {
 	}
 	return s[:n]
 }
+
+func resizeU(s []uint64, n int) []uint64 {
+	if cap(s) < n {
+		return make([]uint64, n)
+	}
+	return s[:n]
+}

@@ -18,9 +18,21 @@
 // self term makes a singleton's intra non-zero, so two key groups merge on
 // their co-access probability, not on a single co-occurrence).
 //
+//   - Significance: an edge (u, v) is co-access evidence only when
+//     w(u,v) ≥ σ·min(M(u), M(v)), M(x) being x's heaviest edge
+//     (σ = Significance). Chance or rare co-access — TPC-C's remote
+//     warehouses — stays below it, so it never ties key groups with
+//     different writers into one cohort, which one CN would own while the
+//     others paid owner RPCs for it.
 //   - Merge (seed 002 §3.2): cohorts A, B merge when
 //     m = cross(A,B) / min(intra(A), intra(B)) ≥ ThetaMergeHigh for
-//     PersistWindows consecutive windows and |A|+|B| ≤ MaxCohortSize.
+//     PersistWindows consecutive windows and |A|+|B| ≤ MaxCohortSize;
+//     cross counts significant edges only. A small cohort (≤ MinCohortSize
+//     key groups) merges only with a partner that carries half of its
+//     heaviest connection to any cohort (a key group whose own group is
+//     full stays a singleton, which the planner places where its writers
+//     run), or one with the same clear home CN (the graph's home
+//     distribution: ≥ 50% of its weight issued there).
 //     Candidates merge greedily by m; a cohort merged in a Step may merge
 //     again with another qualifying partner in the same Step, so a group
 //     whose pairs all qualify forms at once. A merged cohort inherits, for
@@ -36,6 +48,11 @@
 //     qualify to merge back). The two halves are split siblings: they
 //     rejoin only when, besides the merge rule, their split ratio reaches
 //     ThetaSplitHigh — the split band's upper edge.
+//   - Detach: a member with no edge of σ/2 significance inside its cohort
+//     (half what a merge needs: a band against sampling noise) for
+//     PersistWindows windows leaves as a singleton. No split can take one
+//     key group out (both sides need MinCohortSize); this is how a key
+//     group whose co-access moved elsewhere gets free.
 //   - The cut heuristic: a max-adjacency (Prim-like) ordering of the
 //     cohort's induced subgraph from its heaviest key group, and again from
 //     the last key group of that order; every prefix is a candidate cut and
@@ -49,8 +66,13 @@
 //     few periods), grown with the neighbouring cohorts it is most connected
 //     to, up to RefineMaxKGs key groups — is re-clustered with gonum's
 //     Louvain (community.Modularize) on its heaviest RefineMaxEdges edges.
-//     Communities larger than MaxCohortSize are cut into balanced runs of
-//     their max-adjacency order. The result replaces the region's cohorts
+//     Louvain sees significant edges only; communities larger than
+//     MaxCohortSize are cut into balanced runs of their max-adjacency
+//     order, every part is cut into its connected components, and a key
+//     group whose part holds less than a quarter of its heaviest
+//     connection to a cohort outside the region (the region lacks its
+//     group) stays a singleton unless it has the part's clear home. The
+//     result replaces the region's cohorts
 //     only if it keeps at least RefineMinGain of the region's edge weight
 //     more inside cohorts. gonum's Louvain costs ~10–15 µs per edge here,
 //     so regions are small and refinement can run off the tick:

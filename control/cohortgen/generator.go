@@ -30,6 +30,15 @@ type Split struct {
 	Separation bool
 }
 
+// Detach records members detached from a cohort in one Step: each had no
+// significant edge (Config.Significance) inside it for PersistWindows
+// windows and became a singleton cohort.
+type Detach struct {
+	From control.CohortID
+	// Into are the singletons' ids, ascending.
+	Into []control.CohortID
+}
+
 // Refined records one adopted refinement: the region's old and new
 // cohorts (ids kept by the Jaccard rule appear in both).
 type Refined struct {
@@ -56,6 +65,8 @@ type Stats struct {
 	// Refinements count this Step's structural changes; Born and Dropped the
 	// key groups that joined (as singletons) and left (cold).
 	Merges, Splits, Separations, Refinements, Born, Dropped int
+	// Detached counts members detached this Step (see Detach).
+	Detached int
 }
 
 // Output is what one Step decided.
@@ -72,9 +83,10 @@ type Output struct {
 	New, Retired, Changed []control.CohortID
 	// Merged, Split and Refined are this Step's structural changes among
 	// all cohorts (published or not).
-	Merged  []Merge
-	Split   []Split
-	Refined []Refined
+	Merged   []Merge
+	Split    []Split
+	Refined  []Refined
+	Detached []Detach
 	// Sticky reports that the Step would have published no cohort and the
 	// previous set was published again (New, Retired and Changed are empty).
 	Sticky bool
@@ -97,6 +109,7 @@ type cohort struct {
 	gids    []accessgraph.NodeID
 	mw      []float64 // member W(v), refreshed each Step
 	side    []uint8   // seam side per member, when seam
+	stray   []uint8   // per member: consecutive windows without a significant internal edge (nil: all 0)
 	seam    bool
 	version uint64
 	dead    bool
@@ -118,6 +131,8 @@ type cohort struct {
 	merged             bool               // created by a merge this Step
 	into               *cohort            // the cohort this one merged into this Step
 	edges              []ledge
+	homeTick, homeVer  uint64
+	home               int
 	publishedLastTick  bool
 	publishedVersion   uint64
 	wasPublishedBefore bool
@@ -165,8 +180,14 @@ type Generator struct {
 	lastGen     uint64
 
 	// scratch
-	cohortOf []int32  // graph NodeID → index in cohorts (valid where tracked)
-	tracked  []uint64 // bitset of graph NodeIDs in a cohort
+	cohortOf []int32   // graph NodeID → index in cohorts (valid where tracked)
+	tracked  []uint64  // bitset of graph NodeIDs in a cohort
+	maxW     []float64 // graph NodeID → heaviest edge (M, see Config.Significance), as of the last Step
+	maxNext  []float64 // M being computed by this Step's edge pass
+	maxUse   []float64 // M this Step uses
+	maxGen   uint64    // graph IDGeneration()+1 for which maxW is valid (0: none)
+	maxGraph *accessgraph.Graph
+	sigIn    []uint64 // bitset of graph NodeIDs with a significant edge inside their cohort
 	localIdx []int32  // graph NodeID → member index
 	pairs    pairTable
 	lg       localGraph
@@ -178,6 +199,9 @@ type Generator struct {
 	sSlow    []bool
 	admitBuf []admitCand
 	ranked   []*cohort
+	best     []float64
+	homeAcc  []float64
+	homeBuf  []accessgraph.Home
 	scores   []float64
 	newStr   map[idPair]int
 	cands    []mergeCand
@@ -190,10 +214,11 @@ type mergeCand struct {
 }
 
 type events struct {
-	merged  []Merge
-	split   []Split
-	refined []Refined
-	stats   Stats
+	merged   []Merge
+	split    []Split
+	refined  []Refined
+	detached []Detach
+	stats    Stats
 }
 
 // New returns a generator, or the configuration's validation error.
@@ -251,7 +276,8 @@ func (gen *Generator) Step(g *accessgraph.Graph) Output {
 	gen.sorted = len(gen.cohorts)
 	gen.schedule()
 	gen.edgePass(g)
-	gen.evalMerges()
+	gen.detach()
+	gen.evalMerges(g)
 
 	// Refinement first: an offered result, or one computed inline.
 	due := cfg.RefineEvery > 0 && gen.tick%uint64(cfg.RefineEvery) == 0
@@ -375,6 +401,9 @@ func (gen *Generator) refresh(g *accessgraph.Graph) {
 				continue
 			}
 			c.kgs[k], c.gids[k], c.mw[k] = kg, gid, w
+			if c.stray != nil {
+				c.stray[k] = c.stray[j]
+			}
 			if c.seam {
 				c.side[k] = c.side[j]
 				c.sideW[c.side[k]] += w
@@ -384,6 +413,9 @@ func (gen *Generator) refresh(g *accessgraph.Graph) {
 		}
 		if k != len(c.kgs) {
 			c.kgs, c.gids, c.mw = c.kgs[:k], c.gids[:k], c.mw[:k]
+			if c.stray != nil {
+				c.stray = c.stray[:k]
+			}
 			c.version++
 			if c.seam {
 				c.side = c.side[:k]
@@ -568,6 +600,7 @@ func (gen *Generator) edgePass(g *accessgraph.Graph) {
 	slow := resizeB(gen.sSlow, n) // seam or check: handled via the struct
 	clear(intra)
 	clear(ext)
+	small := int32(gen.cfg.MinCohortSize)
 	for i, c := range gen.cohorts {
 		c.seamCut = 0
 		c.sideIntra = [2]float64{}
@@ -580,15 +613,46 @@ func (gen *Generator) edgePass(g *accessgraph.Graph) {
 	maxSize := int32(gen.cfg.MaxCohortSize)
 	cohortOf, localIdx, cohorts, tracked := gen.cohortOf, gen.localIdx, gen.cohorts, gen.tracked
 	alpha := g.Config().AlphaWR
-	for _, e := range g.EdgeList() {
+	edges := g.EdgeList()
+	// M(x), each key group's heaviest edge, is the previous Step's (the
+	// graph's weights change by a few percent per tick; one edge pass
+	// instead of two), recomputed first when graph ids were reassigned or
+	// on the first Step. This pass computes the next Step's.
+	nIDs := g.NumIDs()
+	stale := gen.maxGen != g.IDGeneration()+1 || gen.maxGraph != g || len(gen.maxW) != nIDs
+	mx, next := resizeF(gen.maxW, nIDs), resizeF(gen.maxNext, nIDs)
+	if stale {
+		clear(mx)
+		for _, e := range edges {
+			u, v := accessgraph.EdgeEnds(e.Key)
+			w := e.WW + alpha*e.WR
+			mx[u] = max(mx[u], w)
+			mx[v] = max(mx[v], w)
+		}
+	}
+	clear(next)
+	sigIn := resizeU(gen.sigIn, len(tracked))
+	clear(sigIn)
+	sigma := gen.cfg.Significance
+	for _, e := range edges {
 		u, v := accessgraph.EdgeEnds(e.Key)
+		w := e.WW + alpha*e.WR
+		next[u] = max(next[u], w)
+		next[v] = max(next[v], w)
 		if tracked[u>>6]&(1<<(u&63)) == 0 || tracked[v>>6]&(1<<(v&63)) == 0 {
 			continue
 		}
 		cu, cv := cohortOf[u], cohortOf[v]
-		w := e.WW + alpha*e.WR
+		lighter := min(mx[u], mx[v])
+		sig := w >= sigma*lighter
 		if cu == cv {
 			intra[cu] += w
+			// Hysteresis: a member stays while it keeps an edge of half
+			// the weight that lets a pair merge.
+			if w >= keepSignificance*sigma*lighter {
+				sigIn[u>>6] |= 1 << (u & 63)
+				sigIn[v>>6] |= 1 << (v & 63)
+			}
 			if !slow[cu] {
 				continue
 			}
@@ -608,7 +672,9 @@ func (gen *Generator) edgePass(g *accessgraph.Graph) {
 		}
 		ext[cu] += w
 		ext[cv] += w
-		if size[cu]+size[cv] <= maxSize {
+		// Pairs that may merge, and every significant pair of a small
+		// cohort (its best partner may be too large to merge with).
+		if sig && (size[cu]+size[cv] <= maxSize || size[cu] <= small || size[cv] <= small) {
 			gen.pairs.add(cu, cv, w)
 		}
 	}
@@ -616,20 +682,132 @@ func (gen *Generator) edgePass(g *accessgraph.Graph) {
 		c.intra, c.ext = intra[i], ext[i]
 	}
 	gen.sIntra, gen.sExt, gen.sSize, gen.sSlow = intra, ext, size, slow
+	// mx stays this Step's M (significant, prepare); next becomes the
+	// next Step's, and mx's buffer the next pass's scratch.
+	gen.maxUse, gen.maxW, gen.maxNext, gen.sigIn = mx, next, mx, sigIn
+	gen.maxGen, gen.maxGraph = g.IDGeneration()+1, g
+}
+
+// significant reports whether an edge of weight w between graph ids u and
+// v is significant under this Step's M (see Config.Significance).
+func (gen *Generator) significant(u, v accessgraph.NodeID, w float64) bool {
+	return w >= gen.cfg.Significance*min(gen.maxUse[u], gen.maxUse[v])
+}
+
+// detach counts, for every member of a cohort of two or more, the
+// consecutive windows in which it has no significant edge (see
+// Config.Significance) inside its cohort, and detaches the members at
+// PersistWindows into singletons. A cohort that loses members is touched:
+// it neither merges nor splits this Step.
+func (gen *Generator) detach() {
+	persist := gen.cfg.PersistWindows
+	n := len(gen.cohorts)
+	for ci := 0; ci < n; ci++ {
+		c := gen.cohorts[ci]
+		if c.dead || c.touched || len(c.kgs) < 2 {
+			c.stray = nil
+			continue
+		}
+		out := 0
+		for j, gid := range c.gids {
+			if gid >= 0 && gen.sigIn[gid>>6]&(1<<(gid&63)) != 0 {
+				if c.stray != nil {
+					c.stray[j] = 0
+				}
+				continue
+			}
+			if c.stray == nil {
+				c.stray = make([]uint8, len(c.kgs))
+			}
+			if int(c.stray[j]) < persist {
+				c.stray[j]++
+			}
+			if int(c.stray[j]) >= persist {
+				out++
+			}
+		}
+		if out == 0 {
+			continue
+		}
+		if out == len(c.kgs) {
+			// Nothing in it is connected: keep the heaviest member.
+			best := 0
+			for j := range c.kgs {
+				if c.mw[j] > c.mw[best] {
+					best = j
+				}
+			}
+			c.stray[best] = 0
+		}
+		ev := Detach{From: c.id}
+		k := 0
+		c.sideW = [2]float64{}
+		c.w = 0
+		for j, kg := range c.kgs {
+			if int(c.stray[j]) < persist {
+				c.kgs[k], c.gids[k], c.mw[k], c.stray[k] = kg, c.gids[j], c.mw[j], c.stray[j]
+				if c.seam {
+					c.side[k] = c.side[j]
+					c.sideW[c.side[k]] += c.mw[k]
+				}
+				c.w += c.mw[k]
+				k++
+				continue
+			}
+			s := &cohort{id: gen.newID(), kgs: []control.KeyGroup{kg}, gids: []accessgraph.NodeID{c.gids[j]},
+				mw: []float64{c.mw[j]}, w: c.mw[j], version: 1, touched: true, resetAt: gen.tick}
+			gen.adopt(s)
+			ev.Into = append(ev.Into, s.id)
+			gen.ev.stats.Detached++
+		}
+		c.kgs, c.gids, c.mw, c.stray = c.kgs[:k], c.gids[:k], c.mw[:k], c.stray[:k]
+		if c.seam {
+			c.side = c.side[:k]
+			if c.sideW[0] == 0 || c.sideW[1] == 0 {
+				c.seam, c.side = false, nil
+			}
+		}
+		c.version++
+		c.touched = true
+		c.resetAt = gen.tick
+		gen.ev.detached = append(gen.ev.detached, ev)
+	}
 }
 
 // evalMerges updates the merge streaks and collects the pairs whose merge
 // condition held for PersistWindows windows.
-func (gen *Generator) evalMerges() {
+func (gen *Generator) evalMerges(g *accessgraph.Graph) {
 	cfg := &gen.cfg
 	clear(gen.newStr)
 	gen.cands = gen.cands[:0]
+	// best[i]: cohort i's heaviest significant connection to one other
+	// cohort (complete for small cohorts, whose every pair is tabled).
+	small := cfg.MinCohortSize
+	best := resizeF(gen.best, len(gen.cohorts))
+	clear(best)
+	gen.pairs.each(func(a, b int32, cross float64) {
+		best[a] = max(best[a], cross)
+		best[b] = max(best[b], cross)
+	})
+	gen.best = best
 	gen.pairs.each(func(a, b int32, cross float64) {
 		ca, cb := gen.cohorts[a], gen.cohorts[b]
+		if len(ca.kgs)+len(cb.kgs) > cfg.MaxCohortSize {
+			return
+		}
 		ia, ib := ca.intra+cfg.SelfWeight*ca.w, cb.intra+cfg.SelfWeight*cb.w
 		m := cross / math.Min(ia, ib)
 		if !(m >= cfg.ThetaMergeHigh) {
 			return
+		}
+		// A small cohort joins only a partner it is about as attached to
+		// as to its best one: a key group whose own group is full stays
+		// apart rather than join a cohort it only shares stray
+		// transactions with, unless both run on the same CN.
+		if (len(ca.kgs) <= small && cross < bestPartnerShare*best[a]) || (len(cb.kgs) <= small && cross < bestPartnerShare*best[b]) {
+			if !gen.sameHome(g, ca, cb) {
+				return
+			}
 		}
 		gen.ev.stats.MergeCandidates++
 		key := mkPair(ca.id, cb.id)
@@ -645,6 +823,73 @@ func (gen *Generator) evalMerges() {
 	})
 	gen.streaks, gen.newStr = gen.newStr, gen.streaks
 }
+
+// keepSignificance: a member is detached only when it has no edge inside
+// its cohort of keepSignificance·σ of the lighter endpoint's heaviest —
+// half the significance a merge needs, so that sampling noise on a light
+// key group's few edges does not merge and detach it in turn.
+const keepSignificance = 0.5
+
+// bestPartnerShare: a small cohort (≤ MinCohortSize key groups) merges
+// only with a partner that carries at least this share of its heaviest
+// connection to any cohort.
+const bestPartnerShare = 0.5
+
+// homeShare: a cohort whose transactions run on one CN at least this
+// often has that CN as its clear home.
+const homeShare = 0.5
+
+// homeEvery: a cohort's clear home is recomputed when its membership
+// changed or after this many ticks (home distributions move slowly: they
+// are decayed like the graph).
+const homeEvery = 8
+
+// home returns c's clear home CN (see homeShare), or −1, from the graph's
+// home distributions (cached, see homeEvery).
+func (gen *Generator) home(g *accessgraph.Graph, c *cohort) int {
+	if c.homeTick != 0 && c.homeVer == c.version && gen.tick-c.homeTick < homeEvery {
+		return c.home
+	}
+	c.homeTick, c.homeVer, c.home = gen.tick, c.version, -1
+	acc := gen.homeAcc[:0]
+	total := 0.0
+	for j, kg := range c.kgs {
+		gen.homeBuf = g.HomeDist(kg, gen.homeBuf[:0])
+		for _, h := range gen.homeBuf {
+			for len(acc) <= h.Node {
+				acc = append(acc, 0)
+			}
+			acc[h.Node] += c.mw[j] * h.P
+		}
+		total += c.mw[j]
+	}
+	best := -1
+	for i, x := range acc {
+		if best < 0 || x > acc[best] {
+			best = i
+		}
+	}
+	if best >= 0 && total > 0 && acc[best] >= homeShare*total {
+		c.home = best
+	}
+	clear(acc)
+	gen.homeAcc = acc
+	return c.home
+}
+
+// sameHome reports that a and b have the same clear home CN: a small
+// cohort may then merge with a partner other than its best one, since the
+// merged cohort's writers still run on one CN.
+func (gen *Generator) sameHome(g *accessgraph.Graph, a, b *cohort) bool {
+	ha := gen.home(g, a)
+	return ha >= 0 && ha == gen.home(g, b)
+}
+
+// strayShare: in a refinement, a key group whose proposed cohort holds
+// less than this share of its heaviest connection to a cohort outside the
+// region stays a singleton, unless it has the proposed cohort's clear home
+// (RefineRequest.Out, RefineRequest.Home).
+const strayShare = 0.25
 
 // prevStreak is the streak of (a, b) up to the previous window. Streaks
 // are keyed by the ids the cohorts had when evaluated; a cohort merged in
@@ -847,7 +1092,7 @@ func (gen *Generator) publish(out *Output) {
 		}
 		gen.ranked, gen.scores = chosen, score
 	}
-	out.Merged, out.Split, out.Refined = ev.merged, ev.split, ev.refined
+	out.Merged, out.Split, out.Refined, out.Detached = ev.merged, ev.split, ev.refined, ev.detached
 	st := ev.stats
 	st.Cohorts = len(gen.cohorts)
 	for _, c := range gen.cohorts {

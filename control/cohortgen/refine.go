@@ -44,8 +44,18 @@ type RefineRequest struct {
 	W   []float64
 	// Old are the region's cohorts.
 	Old []RegionCohort
-	// Edges are all edges among KGs (combined weights).
+	// Edges are the significant edges among KGs (combined weights; see
+	// Config.Significance).
 	Edges []RefineEdge
+	// Out[i] is KGs[i]'s heaviest significant connection to one cohort
+	// outside the region (nil: none known). A key group whose proposed
+	// cohort holds less than strayShare of that stays a singleton: the
+	// region does not hold the group it belongs to.
+	Out []float64
+	// Home[i] is KGs[i]'s clear home CN (its transactions run there at
+	// least half the time), or −1. A stray (see Out) stays in its proposed
+	// cohort when it has that cohort's home.
+	Home []int
 	// Parameters copied from the Config.
 	MaxSize, MaxEdges   int
 	MinGain, Resolution float64
@@ -188,13 +198,39 @@ func (gen *Generator) prepare(g *accessgraph.Graph) *RefineRequest {
 		req.Old[k].ID, req.Old[k].Version = c.id, c.version
 	}
 	slices.SortFunc(req.Old, func(x, y RegionCohort) int { return cmp.Compare(x.ID, y.ID) })
+	req.Out = make([]float64, len(ms))
+	req.Home = make([]int, len(ms))
+	var one cohort
+	for i, m := range ms {
+		one = cohort{kgs: []control.KeyGroup{m.kg}, mw: []float64{m.w}}
+		req.Home[i] = gen.home(g, &one)
+	}
+	clear(acc)
+	var outT []int32
 	for i, m := range ms {
 		nb, ws := g.NeighborsOf(m.gid)
 		for k, v := range nb {
-			if j, ok := local[v]; ok && int32(i) < j {
-				req.Edges = append(req.Edges, RefineEdge{A: int32(i), B: j, W: ws[k]})
+			if !gen.significant(m.gid, v, ws[k]) {
+				continue
+			}
+			if j, ok := local[v]; ok {
+				if int32(i) < j {
+					req.Edges = append(req.Edges, RefineEdge{A: int32(i), B: j, W: ws[k]})
+				}
+				continue
+			}
+			if d := gen.slotOf(v); d >= 0 {
+				if acc[d] == 0 {
+					outT = append(outT, d)
+				}
+				acc[d] += ws[k]
 			}
 		}
+		for _, d := range outT {
+			req.Out[i] = max(req.Out[i], acc[d])
+			acc[d] = 0
+		}
+		outT = outT[:0]
 	}
 	for _, slot := range region {
 		gen.cohorts[slot].refinedAt = gen.tick
@@ -204,7 +240,9 @@ func (gen *Generator) prepare(g *accessgraph.Graph) *RefineRequest {
 
 // Refine runs Louvain (gonum's community.Modularize) on the region of req —
 // its heaviest MaxEdges edges — splits communities larger than MaxSize
-// along the max-adjacency order of their induced subgraph, and compares
+// along the max-adjacency order of their induced subgraph, cuts every part
+// into its connected components over req.Edges (so no cohort holds key
+// groups without co-access evidence between them), and compares
 // the weight kept inside cohorts with the old partition's. It is a pure
 // function of req (deterministic: Louvain's random order is seeded with
 // req.Seed and req.Tick) and may run on any goroutine.
@@ -237,6 +275,8 @@ func Refine(req *RefineRequest) *RefineResult {
 		}
 		parts = append(parts, chunk(&cut, p, req)...)
 	}
+	parts = components(parts, req)
+	parts = dropStrays(parts, req)
 	slices.SortFunc(parts, func(x, y []int32) int { return cmp.Compare(x[0], y[0]) })
 	res.Communities = parts
 
@@ -263,6 +303,117 @@ func Refine(req *RefineRequest) *RefineResult {
 	}
 	res.Adopt = res.Total > 0 && res.NewInternal-res.OldInternal >= req.MinGain*res.Total && res.NewInternal > res.OldInternal
 	return res
+}
+
+// components cuts each part into its connected components over req.Edges
+// (each component sorted; singletons included).
+func components(parts [][]int32, req *RefineRequest) [][]int32 {
+	n := len(req.KGs)
+	partOf := make([]int32, n)
+	for k, p := range parts {
+		for _, m := range p {
+			partOf[m] = int32(k)
+		}
+	}
+	parent := make([]int32, n)
+	for i := range parent {
+		parent[i] = int32(i)
+	}
+	var find func(x int32) int32
+	find = func(x int32) int32 {
+		for parent[x] != x {
+			parent[x] = parent[parent[x]]
+			x = parent[x]
+		}
+		return x
+	}
+	for _, e := range req.Edges {
+		if partOf[e.A] != partOf[e.B] {
+			continue
+		}
+		a, b := find(e.A), find(e.B)
+		if a != b {
+			if a > b {
+				a, b = b, a
+			}
+			parent[b] = a
+		}
+	}
+	var out [][]int32
+	slot := make(map[int32]int, n)
+	for _, p := range parts {
+		clear(slot)
+		for _, m := range p { // p is sorted, so each component comes out sorted
+			r := find(m)
+			k, ok := slot[r]
+			if !ok {
+				k = len(out)
+				slot[r] = k
+				out = append(out, nil)
+			}
+			out[k] = append(out[k], m)
+		}
+	}
+	return out
+}
+
+// dropStrays makes a singleton of every member whose connection to the
+// rest of its part is below strayShare of req.Out.
+func dropStrays(parts [][]int32, req *RefineRequest) [][]int32 {
+	if req.Out == nil {
+		return parts
+	}
+	n := len(req.KGs)
+	partOf := make([]int32, n)
+	for k, p := range parts {
+		for _, m := range p {
+			partOf[m] = int32(k)
+		}
+	}
+	in := make([]float64, n)
+	for _, e := range req.Edges {
+		if partOf[e.A] == partOf[e.B] {
+			in[e.A] += e.W
+			in[e.B] += e.W
+		}
+	}
+	var out [][]int32
+	var homeW []float64
+	for _, p := range parts {
+		if len(p) == 1 {
+			out = append(out, p)
+			continue
+		}
+		// The part's clear home, if any.
+		home, total := -1, 0.0
+		clear(homeW)
+		for _, m := range p {
+			total += req.W[m]
+			if req.Home != nil && req.Home[m] >= 0 {
+				for len(homeW) <= req.Home[m] {
+					homeW = append(homeW, 0)
+				}
+				homeW[req.Home[m]] += req.W[m]
+			}
+		}
+		for i, x := range homeW {
+			if x >= homeShare*total && x > 0 {
+				home = i
+			}
+		}
+		keep := p[:0:0]
+		for _, m := range p {
+			if in[m] < strayShare*req.Out[m] && (home < 0 || req.Home == nil || req.Home[m] != home) {
+				out = append(out, []int32{m})
+			} else {
+				keep = append(keep, m)
+			}
+		}
+		if len(keep) > 0 {
+			out = append(out, keep)
+		}
+	}
+	return out
 }
 
 // chunk cuts an oversized community into ⌈n/MaxSize⌉ balanced runs of its

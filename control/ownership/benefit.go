@@ -12,7 +12,8 @@ type Terms struct {
 	// would pay.
 	CRPC float64 `json:"c_rpc"`
 	// CMove = (owner(c) ≠ i) ? C_freeze + C_drain + C_handoff : 0 (C_install
-	// if nobody owns c).
+	// if nobody owns c), in units of min(u, W(c)): a cohort lighter than the
+	// average pays in proportion to its weight (see Config.CFreeze).
 	CMove float64 `json:"c_move"`
 	// CLoad = max(0, load(i) − capacity(i))² · C_load_unit: the penalty for a
 	// node already over capacity (0 in naive mode).
@@ -30,12 +31,14 @@ func (t Terms) String() string {
 //
 //	S_atomic(c,i) = Σ_{v∈c} W(v)·P(home(v)=i)                = c.HomeWeight[i]
 //	C_rpc(c,i)    = Σ_{v∈c} W(v)·(1−P(home(v)=i))·C_RPC      = (c.W − c.HomeWeight[i])·CRPC
-//	C_move(c,i)   = owner(c) ≠ i ? C_freeze+C_drain+C_handoff : 0   (C_install if owner < 0)
+//	C_move(c,i)   = owner(c) ≠ i ? C_freeze+C_drain+C_handoff : 0   (C_install if owner < 0),
+//	                in units of min(u, W(c))
 //	C_load(i)     = max(0, load − capacity)² · C_load_unit
 //
 // owner is c's current owner (−1 for none), load and capacity are node i's
 // current load and capacity(i), and unit is u, the weight unit the cost
-// parameters are expressed in (Plan.Unit). In naive mode C_load is 0.
+// parameters are expressed in (Plan.Unit); C_move's unit is min(u, W(c)).
+// In naive mode C_load is 0.
 func (cfg *Config) BenefitTerms(c *CohortStats, i, owner int, load, capacity, unit float64) Terms {
 	var t Terms
 	s := 0.0
@@ -44,11 +47,17 @@ func (cfg *Config) BenefitTerms(c *CohortStats, i, owner int, load, capacity, un
 	}
 	t.SAtomic = s
 	t.CRPC = (c.W - s) * cfg.CRPC
+	// A move freezes and drains the cohort's own traffic: a cohort lighter
+	// than u pays in proportion to its weight (see Config.CFreeze).
+	scale := unit
+	if c.W < unit {
+		scale = c.W
+	}
 	switch {
 	case owner < 0:
-		t.CMove = cfg.CInstall * unit
+		t.CMove = cfg.CInstall * scale
 	case owner != i:
-		t.CMove = cfg.moveCost() * unit
+		t.CMove = cfg.moveCost() * scale
 	}
 	if !cfg.Naive && load > capacity && unit > 0 {
 		over := load - capacity

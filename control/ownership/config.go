@@ -32,6 +32,14 @@ type Config struct {
 	// its locality at the target beats the current owner's by ~0.3), split in
 	// proportion to the tutorial's phase times (ch. 6 §2.3, SPEC §6): freeze
 	// < 1 ms, drain ≈ 10 ms, handoff ≈ 10 µs, i.e. 0.03 u per ms.
+	// C_freeze, C_drain, C_handoff and C_install are charged in units of
+	// min(u, W(c)): what a move disrupts is the cohort's own traffic during
+	// the freeze and the drain, so a cohort lighter than the average pays in
+	// proportion to its weight and moves, like an average one, when its
+	// locality at the target beats the current owner's by ~0.3. (In units of
+	// u alone a singleton left on the wrong CN, e.g. after the cohort
+	// generator detached it from a cohort placed for other key groups, could
+	// never pay for its move.)
 	CFreeze float64
 	// CDrain is C_drain, the drain phase's share of C_move, in units of u.
 	// Default 0.3 (≈ 10 ms at 0.03 u per ms; see CFreeze).

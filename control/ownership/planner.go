@@ -130,9 +130,10 @@ func (x *tickCtx) best(c *CohortStats, owner int) (int, Terms) {
 // bestForced is best for a cohort that must leave its owner (no room there,
 // or the owner is leaving): the alternative is an eviction, which pays the
 // freeze and the drain too, so a destination only has to beat
-// θ_b·u − (C_freeze + C_drain)·u.
+// θ_b·u − (C_freeze + C_drain)·min(u, W(c)) (C_move's unit, see
+// BenefitTerms).
 func (x *tickCtx) bestForced(c *CohortStats, owner int) (int, Terms) {
-	return x.bestAbove(c, owner, (x.cfg.ThetaB-x.cfg.CFreeze-x.cfg.CDrain)*x.unit)
+	return x.bestAbove(c, owner, x.cfg.ThetaB*x.unit-(x.cfg.CFreeze+x.cfg.CDrain)*min(x.unit, c.W))
 }
 
 func (x *tickCtx) bestAbove(c *CohortStats, owner int, thr float64) (int, Terms) {
