@@ -104,34 +104,28 @@ func (t *RemoteTransport) pid(node string) (*actor.PID, *rand.Rand, error) {
 
 // Lock implements owner.Transport.
 func (t *RemoteTransport) Lock(ctx context.Context, node string, req *messages.LockRequest) (*messages.LockReply, error) {
-	pid, rng, err := t.pid(node)
-	if err != nil {
-		return nil, err
-	}
-	r, err := Call(ctx, t.root, pid, req, t.cfg, rng)
-	if err != nil {
-		return nil, err
-	}
-	rep, ok := r.(*messages.LockReply)
-	if !ok {
-		return nil, fmt.Errorf("owner rpc: %s answered a lock request with %T", node, r)
-	}
-	return rep, nil
+	return remoteCall[*messages.LockReply](ctx, t, node, req, "lock")
 }
 
 // Unlock implements owner.Transport.
 func (t *RemoteTransport) Unlock(ctx context.Context, node string, req *messages.UnlockRequest) (*messages.UnlockReply, error) {
+	return remoteCall[*messages.UnlockReply](ctx, t, node, req, "unlock")
+}
+
+// remoteCall sends req to node's owner endpoint and type-checks the reply.
+func remoteCall[R any](ctx context.Context, t *RemoteTransport, node string, req any, what string) (R, error) {
+	var zero R
 	pid, rng, err := t.pid(node)
 	if err != nil {
-		return nil, err
+		return zero, err
 	}
 	r, err := Call(ctx, t.root, pid, req, t.cfg, rng)
 	if err != nil {
-		return nil, err
+		return zero, err
 	}
-	rep, ok := r.(*messages.UnlockReply)
+	rep, ok := r.(R)
 	if !ok {
-		return nil, fmt.Errorf("owner rpc: %s answered an unlock request with %T", node, r)
+		return zero, fmt.Errorf("owner rpc: %s answered a %s request with %T", node, what, r)
 	}
 	return rep, nil
 }
