@@ -16,6 +16,20 @@
 // accepted message before stopping an actor (protoactor drops a stopped
 // actor's queued messages silently, so actors are poisoned, not stopped).
 //
-// The access-graph profiler and the affinity router arrive with the
-// control-plane work.
+// With NodeConfig.Ownership set, a node also takes locks through the owner
+// path (package actors/owner): its coordinators' lockers grant locks of the
+// cohorts the node owns from its owner table, ask other owners by RPC, and
+// fall back to the atomic actors for unowned key groups. The node then
+// serves two named actors — OwnerActorName (owner RPCs from other nodes) and
+// OwnerMapActorName (OwnerMap pushes from the planner: cohorts leaving the
+// node are frozen and retired once drained, cohorts re-cut in place are
+// reconfigured, new ones installed) — and its access profiler sends a summary
+// every HeartbeatEvery to the planner.
+//
+// Cross-node requests go through Call: a per-attempt timeout, jittered
+// exponential backoff and a bounded number of attempts, each caller with its
+// own CallConfig (never protoactor's process-global request settings).
+// StartRemote starts a node's protoactor remote endpoint with bounded queues;
+// one per process (protoactor's Remote.Start writes grpc's process-global
+// logger, which races with another remote's server goroutines).
 package actors

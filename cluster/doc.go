@@ -15,10 +15,10 @@
 //     versioned, append-only encoding capped at memberlist's 512 bytes.
 //
 // Still to come here (cluster-runtime and routing issues): placement of
-// cohort virtual actors by the OwnerMap (rendezvous hashing for identities
-// the map lacks), OwnerMap distribution by acknowledged push, the cross-node
-// call wrapper (per-attempt timeouts, jittered backoff, idempotency keys,
-// MOVED handling), the HTTP management API and the client's topology cache.
+// cohort virtual actors and of the planner by membership (rendezvous hashing
+// for identities the OwnerMap lacks), the HTTP management API and the
+// client's topology cache. OwnerMap distribution by acknowledged push lives
+// in actors/planner, the cross-node call wrapper in actors (Call).
 //
 // # Promises
 //
