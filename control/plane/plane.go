@@ -186,30 +186,7 @@ func (l *Loop) Tick(in TickInput) (Decision, error) {
 	cohorts := out.Cohorts
 	pin := ownership.Input{Tick: in.Tick, Nodes: l.cfg.Nodes, State: in.State, Unsettled: in.Unsettled,
 		InFlight: in.InFlight, Capacity: in.Capacity, Owners: l.inheritOwners(cohorts)}
-	pin.Cohorts = make([]ownership.CohortStats, 0, len(cohorts))
-	cas := make([]float64, len(cohorts))
-	totalCAS := 0.0
-	for ci, c := range cohorts {
-		cs := ownership.CohortStats{ID: c.ID, KeyGroups: c.KeyGroups, HomeWeight: make([]float64, l.cfg.Nodes)}
-		for _, kg := range c.KeyGroups {
-			w := l.graph.W(kg)
-			cs.W += w
-			l.homes = l.graph.HomeDist(kg, l.homes[:0])
-			for _, h := range l.homes {
-				if h.Node >= 0 && h.Node < l.cfg.Nodes {
-					cs.HomeWeight[h.Node] += w * h.P
-				}
-			}
-			cas[ci] += l.graph.FallbackCAS(kg)
-		}
-		totalCAS += cas[ci]
-		pin.Cohorts = append(pin.Cohorts, cs)
-	}
-	if totalCAS > 0 {
-		for i := range pin.Cohorts {
-			pin.Cohorts[i].FallbackCASShare = cas[i] / totalCAS
-		}
-	}
+	pin.Cohorts, l.homes = PlannerCohorts(l.graph, cohorts, l.cfg.Nodes, l.homes)
 	plan, err := l.planner.Plan(pin)
 	if err != nil {
 		return Decision{}, fmt.Errorf("plane: %w", err)
@@ -313,22 +290,32 @@ func (l *Loop) diff(next *control.OwnerMap) []Move {
 	return moves
 }
 
-// inheritOwners gives each cohort its current owner: the node owning the
-// largest share of its key groups' write weight in the current map.
+// inheritOwners gives each cohort its current owner (see InheritOwners).
 func (l *Loop) inheritOwners(cohorts []control.Cohort) map[control.CohortID]int {
+	return InheritOwners(cohorts, l.cfg.Nodes, l.graph.W, func(kg control.KeyGroup) (int, bool) {
+		o, ok := l.owners[kg]
+		return o, ok
+	})
+}
+
+// InheritOwners gives each cohort its current owner: the node owning the
+// largest share of its key groups' write weight w, by ownerOf (the
+// installed map). The generator re-forms cohorts under new ids; judging a
+// re-formed cohort by its key groups rather than its id keeps the planner
+// from evicting and reinstalling locks that stay where they are. Cohorts
+// with no owned key group are left out (unowned).
+func InheritOwners(cohorts []control.Cohort, nodes int, w func(control.KeyGroup) float64,
+	ownerOf func(control.KeyGroup) (int, bool)) map[control.CohortID]int {
 	owners := make(map[control.CohortID]int, len(cohorts))
-	if len(l.owners) == 0 {
-		return owners
-	}
-	share := make([]float64, l.cfg.Nodes)
+	share := make([]float64, nodes)
 	for _, c := range cohorts {
 		clear(share)
 		found := false
 		for _, kg := range c.KeyGroups {
-			if o, ok := l.owners[kg]; ok && o >= 0 && o < len(share) {
+			if o, ok := ownerOf(kg); ok && o >= 0 && o < len(share) {
 				// The tiny constant lets a cohort of weightless key groups
 				// still inherit their owner.
-				share[o] += l.graph.W(kg) + 1e-9
+				share[o] += w(kg) + 1e-9
 				found = true
 			}
 		}
@@ -344,6 +331,38 @@ func (l *Loop) inheritOwners(cohorts []control.Cohort) map[control.CohortID]int 
 		owners[c.ID] = best
 	}
 	return owners
+}
+
+// PlannerCohorts builds the planner's view of cohorts from the graph: each
+// cohort's write weight W, its writers' home distribution (HomeWeight) and
+// its share of the cluster's fallback CAS traffic. homes is scratch space,
+// returned for reuse.
+func PlannerCohorts(g *accessgraph.Graph, cohorts []control.Cohort, nodes int, homes []accessgraph.Home) ([]ownership.CohortStats, []accessgraph.Home) {
+	out := make([]ownership.CohortStats, 0, len(cohorts))
+	cas := make([]float64, len(cohorts))
+	totalCAS := 0.0
+	for ci, c := range cohorts {
+		cs := ownership.CohortStats{ID: c.ID, KeyGroups: c.KeyGroups, HomeWeight: make([]float64, nodes)}
+		for _, kg := range c.KeyGroups {
+			w := g.W(kg)
+			cs.W += w
+			homes = g.HomeDist(kg, homes[:0])
+			for _, h := range homes {
+				if h.Node >= 0 && h.Node < nodes {
+					cs.HomeWeight[h.Node] += w * h.P
+				}
+			}
+			cas[ci] += g.FallbackCAS(kg)
+		}
+		totalCAS += cas[ci]
+		out = append(out, cs)
+	}
+	if totalCAS > 0 {
+		for i := range out {
+			out[i].FallbackCASShare = cas[i] / totalCAS
+		}
+	}
+	return out, homes
 }
 
 // sameAssignment reports equal assignments (epochs aside).
