@@ -9,6 +9,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/aura-runtime/aura/actors/owner"
+	"github.com/aura-runtime/aura/actors/planner"
 	"github.com/aura-runtime/aura/messages"
 )
 
@@ -131,3 +132,39 @@ func remoteCall[R any](ctx context.Context, t *RemoteTransport, node string, req
 }
 
 var _ owner.Transport = (*RemoteTransport)(nil)
+
+// RemotePusher delivers the planner's OwnerMap pushes to nodes' OwnerMap
+// endpoints through protoactor remote, each push through Call. It
+// implements planner.Pusher.
+type RemotePusher struct{ t *RemoteTransport }
+
+// NewRemotePusher returns a pusher sending from system's root context.
+func NewRemotePusher(system *actor.ActorSystem, book AddressBook, cfg CallConfig, seed uint64) (*RemotePusher, error) {
+	t, err := NewRemoteTransport(system, book, cfg, seed)
+	if err != nil {
+		return nil, err
+	}
+	return &RemotePusher{t: t}, nil
+}
+
+// Push implements planner.Pusher.
+func (p *RemotePusher) Push(ctx context.Context, node string, m *messages.OwnerMapPush) (*messages.OwnerMapAck, error) {
+	addr, ok := p.t.book.RemoteAddress(node)
+	if !ok {
+		return nil, &UnknownNodeError{Node: node}
+	}
+	p.t.mu.Lock()
+	rng := rand.New(rand.NewPCG(p.t.rng.Uint64(), p.t.rng.Uint64()))
+	p.t.mu.Unlock()
+	r, err := Call(ctx, p.t.root, actor.NewPID(addr, OwnerMapActorName), m, p.t.cfg, rng)
+	if err != nil {
+		return nil, err
+	}
+	ack, ok := r.(*messages.OwnerMapAck)
+	if !ok {
+		return nil, fmt.Errorf("ownermap push: %s answered with %T", node, r)
+	}
+	return ack, nil
+}
+
+var _ planner.Pusher = (*RemotePusher)(nil)

@@ -19,6 +19,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/aura-runtime/aura/actors/owner"
+	"github.com/aura-runtime/aura/actors/planner"
 	"github.com/aura-runtime/aura/control"
 	"github.com/aura-runtime/aura/messages"
 )
@@ -93,6 +94,16 @@ func runOwnerPeer() {
 	var clock atomic.Int64
 	svc := owner.NewService(tab, func() int64 { return clock.Add(1) })
 	if _, err := SpawnOwnerEndpoint(sys, svc, 1024); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	// An OwnerMap endpoint for node "b" of the roster [a, b].
+	own, err := newOwnership(OwnershipConfig{Names: []string{"a", "b"}}, "b", nil)
+	if err == nil {
+		_, err = sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &ownerMapActor{o: own} },
+			actor.WithMailbox(actor.Bounded(64))), OwnerMapActorName)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
@@ -258,5 +269,61 @@ func TestCallConfigValidateAndBackoff(t *testing.T) {
 			t.Fatalf("backoff ceiling shrank")
 		}
 		prevMax = ceil
+	}
+}
+
+func TestOwnerMapPushAcrossProcesses(t *testing.T) {
+	bAddr, _ := ownerPeer(t)
+	sys := clientSide(t)
+	book := AddressBookFunc(func(n string) (string, bool) { return bAddr, n == "b" })
+	p, err := NewRemotePusher(sys, book, DefaultCallConfig(), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	m1 := &control.OwnerMap{Epoch: 1, Cohorts: []control.Placement{
+		{Cohort: control.Cohort{ID: 5, KeyGroups: []control.KeyGroup{10, 11}}, Owner: 1},
+		{Cohort: control.Cohort{ID: 6, KeyGroups: []control.KeyGroup{12}}, Owner: 0}}}
+	push := func(base, m *control.OwnerMap) *messages.OwnerMapAck {
+		t.Helper()
+		ps, err := planner.Pushes(base, m, 16, "a", 1) // 16-byte chunks: several per push
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ack *messages.OwnerMapAck
+		for _, x := range ps {
+			if ack, err = p.Push(ctx, "b", x); err != nil {
+				t.Fatal(err)
+			}
+			if ack.GetNeedFull() || ack.GetError() != "" {
+				break
+			}
+		}
+		return ack
+	}
+	if ack := push(nil, m1); ack.GetInstalledEpoch() != 1 || ack.GetError() != "" {
+		t.Fatalf("first push: %v", ack)
+	}
+	// Idempotent: the same epoch again is acknowledged, nothing changes.
+	if ack := push(nil, m1); ack.GetInstalledEpoch() != 1 || ack.GetError() != "" || ack.GetNeedFull() {
+		t.Fatalf("repeated push: %v", ack)
+	}
+	m2 := m1.Clone()
+	m2.Epoch = 2
+	m2.Cohorts[1].Owner = 1
+	if ack := push(m1, m2); ack.GetInstalledEpoch() != 2 {
+		t.Fatalf("delta push: %v", ack)
+	}
+	// A delta against an epoch the node does not have asks for the full map.
+	m3 := m2.Clone()
+	m3.Epoch = 4
+	m3.Cohorts[0].Owner = 0
+	base := m2.Clone()
+	base.Epoch = 3
+	if ack := push(base, m3); !ack.GetNeedFull() || ack.GetInstalledEpoch() != 2 {
+		t.Fatalf("delta on the wrong base: %v, want need_full at epoch 2", ack)
+	}
+	if _, err := p.Push(ctx, "nobody", &messages.OwnerMapPush{Epoch: 9, ChunkCount: 1}); err == nil {
+		t.Fatal("push to an unknown node succeeded")
 	}
 }
