@@ -50,6 +50,11 @@ type NodeConfig struct {
 	// Logger receives the node's logs and protoactor's, at warn level by
 	// default. Default: slog to stderr at warn.
 	Logger *slog.Logger
+	// System, when set, is the actor system the node's actors live in (one
+	// with a remote endpoint, so that other nodes reach its owner and
+	// OwnerMap endpoints); the node does not shut it down. nil: the node
+	// creates a private system and shuts it down on Close.
+	System *actor.ActorSystem
 	// Ownership, when set, turns on the owner path: the node's locks go
 	// through its owner table, owner RPC or the MN CAS fallback as the
 	// OwnerMaps it receives say, and its profiler feeds the planner. nil:
@@ -106,6 +111,8 @@ type Node struct {
 	next   atomic.Uint64
 	cache  resultCache
 	own    *ownership
+	// ownSystem: the node created system and shuts it down on Close.
+	ownSystem bool
 }
 
 // NewNode starts a node on dev for the given workload's tables (already
@@ -120,9 +127,13 @@ func NewNode(cfg NodeConfig, dev rdma.Device, layout *store.Layout, wl workload.
 	}
 	n := &Node{cfg: cfg, wl: wl}
 	n.cache.init(cfg.ResultCacheSize)
-	n.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
-		return logger.With("component", "protoactor", "node", cfg.Name)
-	}))
+	n.system = cfg.System
+	if n.system == nil {
+		n.ownSystem = true
+		n.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+			return logger.With("component", "protoactor", "node", cfg.Name)
+		}))
+	}
 	fail := func(err error) (*Node, error) {
 		n.Close()
 		return nil, err
@@ -296,7 +307,9 @@ func (n *Node) Close() error {
 	for _, qp := range n.qps {
 		errs = append(errs, qp.Close())
 	}
-	n.system.Shutdown()
+	if n.ownSystem {
+		n.system.Shutdown()
+	}
 	return errors.Join(errs...)
 }
 
