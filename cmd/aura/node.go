@@ -160,7 +160,9 @@ func runNode(ctx context.Context, f *nodeFlags, stdout, stderr io.Writer) error 
 	}
 	log = log.With("node", f.name)
 	seed := uint64(1)
-	wl, _, err := f.workloadFlags.forRun(len(f.roster), 0, &seed, time.Hour)
+	// No run time: sizing flags (--expected-new-orders) must be given as on
+	// the loader, or the tables will not match.
+	wl, _, err := f.workloadFlags.forRun(len(f.roster), 0, &seed, 0)
 	if err != nil {
 		return err
 	}
