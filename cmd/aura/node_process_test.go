@@ -235,3 +235,81 @@ func loadTables(t *testing.T, ctx context.Context, dev rdma.Device, wl workload.
 	}
 	return layout
 }
+
+// TestPlannerFailsOverWhenItsNodeIsKilled kills -9 the node hosting the
+// planner and checks that the next node of the roster hosts it within 10 s
+// (crash detection plus placement) and that the surviving nodes keep
+// committing transactions.
+func TestPlannerFailsOverWhenItsNodeIsKilled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts four processes")
+	}
+	wlArgs := []string{"--workload", "tpcc", "--warehouses", "3", "--items", "2000", "--customers", "100", "--expected-new-orders", "100000"}
+	var wf workloadFlags
+	fs := pflag.NewFlagSet("wl", pflag.ContinueOnError)
+	wf.register(fs)
+	if err := fs.Parse(wlArgs); err != nil {
+		t.Fatal(err)
+	}
+	seed := uint64(1)
+	wl, _, err := wf.forRun(3, 0, &seed, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mn := startMN(t, "--listen", "127.0.0.1:0", "--size", "1GiB")
+	ctx := context.Background()
+	dev, err := tcp.Dial(ctx, mn.addr, tcp.ClientConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	loadTables(t, ctx, dev, wl)
+	common := append([]string{"--mn", mn.addr, "--nodes", "cn-1,cn-2,cn-3", "--test-timings", "--log-level", "info"}, wlArgs...)
+	n1 := startNode(t, append([]string{"--name", "cn-1"}, common...)...)
+	n2 := startNode(t, append([]string{"--name", "cn-2", "--join", n1.gossip}, common...)...)
+	n3 := startNode(t, append([]string{"--name", "cn-3", "--join", n1.gossip}, common...)...)
+	waitLog := func(p *nodeProcess, what string, within time.Duration) time.Duration {
+		t.Helper()
+		start := time.Now()
+		for time.Since(start) < within {
+			if strings.Contains(p.stderr.String(), what) {
+				return time.Since(start)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		t.Fatalf("%s did not log %q within %v", p.name, what, within)
+		return 0
+	}
+	waitLog(n3, "member=cn-2", 10*time.Second) // everyone has joined
+	_ = n1.cmd.Process.Kill()
+	d := waitLog(n2, `msg="planner placed" node=cn-2 on=cn-2`, 10*time.Second)
+	t.Logf("planner on cn-2 %.1f s after cn-1 was killed", d.Seconds())
+
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	rem, err := actors.StartRemote(sys, actors.DefaultRemoteConfig("127.0.0.1:0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { rem.Shutdown(); sys.Shutdown() }()
+	gen := wl.NewGenerator(9, 0)
+	committed := 0
+	for seq := uint64(1); committed < 50 && seq < 5000; seq++ {
+		msg := gen.Next()
+		w := int(wl.Rule().Home(msg)) % 3
+		if w == 0 {
+			continue // cn-1's warehouses: its node is gone
+		}
+		msg.TxnId = 1<<40 | seq
+		target := []*nodeProcess{nil, n2, n3}[w]
+		r, err := sys.Root.RequestFuture(actor.NewPID(target.remote, TxnActorName), msg, 10*time.Second).Result()
+		if err != nil {
+			t.Fatalf("submit to %s after the kill: %v", target.name, err)
+		}
+		if o := r.(*messages.TxnResult).GetOutcome(); o == messages.TxnOutcome_TXN_OUTCOME_COMMITTED || o == messages.TxnOutcome_TXN_OUTCOME_ROLLED_BACK {
+			committed++
+		}
+	}
+	if committed < 50 {
+		t.Fatalf("only %d transactions committed on the surviving nodes", committed)
+	}
+}
