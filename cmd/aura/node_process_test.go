@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"log/slog"
 	"os/exec"
 	"strings"
@@ -86,42 +87,18 @@ func TestNodeProcessesLearnOwnership(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts four processes")
 	}
-	wlArgs := []string{"--workload", "tpcc", "--warehouses", "6", "--items", "2000", "--customers", "100", "--expected-new-orders", "100000"}
-	var wf workloadFlags
-	fs := pflag.NewFlagSet("wl", pflag.ContinueOnError)
-	wf.register(fs)
-	if err := fs.Parse(wlArgs); err != nil {
-		t.Fatal(err)
-	}
-	seed := uint64(1)
-	wl, _, err := wf.forRun(3, 0, &seed, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	mn := startMN(t, "--listen", "127.0.0.1:0", "--size", "2GiB")
+	wl, wlArgs, mnAddr, dev, layout := tpccOnMN(t, 6)
 	ctx := context.Background()
-	dev, err := tcp.Dial(ctx, mn.addr, tcp.ClientConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dev.Close()
-	layout := loadTables(t, ctx, dev, wl)
 
 	roster := "cn-1,cn-2,cn-3"
-	common := append([]string{"--mn", mn.addr, "--nodes", roster, "--test-timings", "--heartbeat", "50ms", "--tick", "50ms",
+	common := append([]string{"--mn", mnAddr, "--nodes", roster, "--test-timings", "--heartbeat", "50ms", "--tick", "50ms",
 		"--coordinators", "4", "--log-level", "warn"}, wlArgs...)
 	n1 := startNode(t, append([]string{"--name", "cn-1"}, common...)...)
 	n2 := startNode(t, append([]string{"--name", "cn-2", "--join", n1.gossip}, common...)...)
 	n3 := startNode(t, append([]string{"--name", "cn-3", "--join", n1.gossip}, common...)...)
 	nodes := []*nodeProcess{n1, n2, n3}
 
-	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
-	rem, err := actors.StartRemote(sys, actors.DefaultRemoteConfig("127.0.0.1:0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { rem.Shutdown(); sys.Shutdown() }()
+	sys := clientSystem(t)
 
 	var committed, lateLocal, lateTotal atomic.Uint64
 	var late atomic.Bool
@@ -172,7 +149,7 @@ func TestNodeProcessesLearnOwnership(t *testing.T) {
 			}
 		}()
 	}
-	time.Sleep(6 * time.Second)
+	time.Sleep(8 * time.Second)
 	late.Store(true)
 	time.Sleep(4 * time.Second)
 	close(stop)
@@ -186,7 +163,7 @@ func TestNodeProcessesLearnOwnership(t *testing.T) {
 		t.Fatal("nothing committed")
 	}
 	if local < 0.5 {
-		t.Errorf("local hit %.1f%% after 6 s, want ≥ 50%%: the cluster did not learn ownership", 100*local)
+		t.Errorf("local hit %.1f%% after 8 s, want ≥ 50%% (chance: 33%%): the cluster did not learn ownership", 100*local)
 	}
 	for _, r := range wl.Check(ctx, store.NewSnapshot(layout, dev)) {
 		if r.Err != nil {
@@ -244,27 +221,8 @@ func TestPlannerFailsOverWhenItsNodeIsKilled(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts four processes")
 	}
-	wlArgs := []string{"--workload", "tpcc", "--warehouses", "3", "--items", "2000", "--customers", "100", "--expected-new-orders", "100000"}
-	var wf workloadFlags
-	fs := pflag.NewFlagSet("wl", pflag.ContinueOnError)
-	wf.register(fs)
-	if err := fs.Parse(wlArgs); err != nil {
-		t.Fatal(err)
-	}
-	seed := uint64(1)
-	wl, _, err := wf.forRun(3, 0, &seed, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mn := startMN(t, "--listen", "127.0.0.1:0", "--size", "1GiB")
-	ctx := context.Background()
-	dev, err := tcp.Dial(ctx, mn.addr, tcp.ClientConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dev.Close()
-	loadTables(t, ctx, dev, wl)
-	common := append([]string{"--mn", mn.addr, "--nodes", "cn-1,cn-2,cn-3", "--test-timings", "--log-level", "info"}, wlArgs...)
+	wl, wlArgs, mnAddr, _, _ := tpccOnMN(t, 3)
+	common := append([]string{"--mn", mnAddr, "--nodes", "cn-1,cn-2,cn-3", "--test-timings", "--log-level", "info"}, wlArgs...)
 	n1 := startNode(t, append([]string{"--name", "cn-1"}, common...)...)
 	n2 := startNode(t, append([]string{"--name", "cn-2", "--join", n1.gossip}, common...)...)
 	n3 := startNode(t, append([]string{"--name", "cn-3", "--join", n1.gossip}, common...)...)
@@ -285,12 +243,7 @@ func TestPlannerFailsOverWhenItsNodeIsKilled(t *testing.T) {
 	d := waitLog(n2, `msg="planner placed" node=cn-2 on=cn-2`, 10*time.Second)
 	t.Logf("planner on cn-2 %.1f s after cn-1 was killed", d.Seconds())
 
-	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
-	rem, err := actors.StartRemote(sys, actors.DefaultRemoteConfig("127.0.0.1:0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { rem.Shutdown(); sys.Shutdown() }()
+	sys := clientSystem(t)
 	gen := wl.NewGenerator(9, 0)
 	committed := 0
 	for seq := uint64(1); committed < 50 && seq < 5000; seq++ {
@@ -312,4 +265,45 @@ func TestPlannerFailsOverWhenItsNodeIsKilled(t *testing.T) {
 	if committed < 50 {
 		t.Fatalf("only %d transactions committed on the surviving nodes", committed)
 	}
+}
+
+// tpccOnMN starts a memory node, loads a small TPC-C of the given
+// warehouses through a TCP device, and returns the workload, its flags (to
+// pass to the nodes, which must build the same tables), the memory node's
+// address, the device and the layout.
+func tpccOnMN(t *testing.T, warehouses int) (workload.Workload, []string, string, rdma.Device, *store.Layout) {
+	t.Helper()
+	wlArgs := []string{"--workload", "tpcc", "--warehouses", fmt.Sprint(warehouses), "--items", "2000", "--customers", "100", "--expected-new-orders", "100000"}
+	var wf workloadFlags
+	fs := pflag.NewFlagSet("wl", pflag.ContinueOnError)
+	wf.register(fs)
+	if err := fs.Parse(wlArgs); err != nil {
+		t.Fatal(err)
+	}
+	seed := uint64(1)
+	wl, _, err := wf.forRun(3, 0, &seed, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mn := startMN(t, "--listen", "127.0.0.1:0", "--size", "2GiB")
+	ctx := context.Background()
+	dev, err := tcp.Dial(ctx, mn.addr, tcp.ClientConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dev.Close() })
+	return wl, wlArgs, mn.addr, dev, loadTables(t, ctx, dev, wl)
+}
+
+// clientSystem starts this test process's actor system with a remote
+// endpoint (one per process).
+func clientSystem(t *testing.T) *actor.ActorSystem {
+	t.Helper()
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	rem, err := actors.StartRemote(sys, actors.DefaultRemoteConfig("127.0.0.1:0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rem.Shutdown(); sys.Shutdown() })
+	return sys
 }
