@@ -186,43 +186,45 @@ func TestAuraTenantSteady(t *testing.T) {
 // key groups, aura is back within 1.2× the oracle's remote lock
 // operations in ≤ 20 planner ticks (SPEC §11). Remote lock operations per
 // transaction are (1 − local_hit) × locks per transaction, the same for
-// both modes, so the timeline's local_hit is compared.
+// both modes, so the timeline's local_hit is compared, tick by tick.
 //
-// Known gap (skipped unless AURA_DRIFT_TEST=1): the access graph decays
-// with λ = 0.95 per tick (half-life ~13.5 ticks), so after a remap of every
-// tenant the old co-access outweighs the new for ~15 ticks, and the old
-// cohorts hold together (no cut of a uniformly decaying clique qualifies
-// as a split; a member is detached only when its edges inside fall below
-// Significance of its heaviest, ~60 ticks): the cohorts do not re-form
-// within 2 s. Meeting the target needs a change signal faster than the
-// EWMA (e.g. the generator comparing each window's increment with the
-// decayed weights) — not done yet.
+// The decayed graph (λ = 0.95) keeps the old co-access heavier for ~14
+// ticks and significant for ~60; the generator sees the move on the
+// graph's fast edge weights (λf = 0.5) within 2–3 ticks, detaches the
+// members whose co-access left their cohort, keeps them from merging back
+// with their old partners, and the new cohorts form on the decayed
+// weights a few ticks later (cohortgen's "Moved co-access").
+//
+// Known gap (skipped unless AURA_DRIFT_TEST=1): with the fast-weight
+// detach the first drift re-forms the cohorts in ~8 ticks but local_hit
+// settles at ~0.988, a hair above 1.2× the oracle's remote locks
+// (≥ 0.9886 needed, per tick), and after the second drift — the decayed
+// graph then holds two old layouts — the freed key groups chain into
+// multi-tenant cohorts that take splits to undo (~0.80 after 20 ticks).
 func TestAuraTenantDriftRecovery(t *testing.T) {
 	if os.Getenv("AURA_DRIFT_TEST") == "" {
-		t.Skip("known gap: drift recovery takes longer than 20 ticks (see the comment); AURA_DRIFT_TEST=1 runs it")
+		t.Skip("known gap: recovery after the second drift takes longer than 20 ticks (see the comment); AURA_DRIFT_TEST=1 runs it")
 	}
-	cfg := Config{Workload: smallTenant(t), CNs: 4, Duration: 4 * time.Second, Warmup: time.Second,
-		DriftEvery: 2 * time.Second, Seed: 7}
+	const every = 2 * time.Second
+	cfg := Config{Workload: smallTenant(t), CNs: 4, Duration: 5 * time.Second, Warmup: time.Second,
+		DriftEvery: every, Seed: 7}
 	cfg.Mode = "oracle"
 	or := run(t, cfg).Result
 	cfg.Mode = "aura"
 	a := run(t, cfg).Result
-	tick := cfg.Tick
-	if tick == 0 {
-		tick = 100 * time.Millisecond
-	}
-	for _, d := range []time.Duration{2 * time.Second, 4 * time.Second} {
+	tick := 100 * time.Millisecond
+	for d := every; d+20*tick <= cfg.Warmup+cfg.Duration; d += every {
 		first := int(d / tick) // timeline index of the first tick after the drift
 		back := -1
-		for i := first; i < len(a.Timeline) && i < len(or.Timeline); i++ {
+		for i := first; i < len(a.Timeline) && i < len(or.Timeline) && i < first+20; i++ {
 			if 1-a.Timeline[i].LocalHit <= 1.2*(1-or.Timeline[i].LocalHit) {
 				back = i - first + 1
 				break
 			}
 		}
 		t.Logf("drift at %v: back within 1.2× oracle after %d ticks", d, back)
-		if back < 0 || back > 20 {
-			t.Errorf("drift at %v: not back within 1.2× oracle in 20 ticks (%d)", d, back)
+		if back < 0 {
+			t.Errorf("drift at %v: not back within 1.2× oracle in 20 ticks", d)
 		}
 	}
 }

@@ -22,6 +22,14 @@ type GraphConfig struct {
 	// AlphaWR weighs write–read edge weight in the combined edge weight
 	// w(u,v) = ww + AlphaWR·wr. Default 0.3 (SPEC §5).
 	AlphaWR float64
+	// FastLambda is the decay of each edge's fast weight (Edge.Fast): a
+	// second EWMA of the combined weight that forgets within a few ticks,
+	// so that consumers see a change of co-access (a drift) long before
+	// the decayed weights, which keep the old co-access for ~15 ticks, do.
+	// FastScale converts it to the decayed weights' units. Default 0.5
+	// (about three windows of memory: a single window's sampling noise is
+	// smoothed, a drift shows within 2–3 ticks).
+	FastLambda float64
 	// Epsilon is the weight below which Tick forgets an entry: an edge whose
 	// combined weight is below it, a key group whose W + R + fallback CAS is
 	// below it and that has no edge left. It bounds memory by forgetting
@@ -90,6 +98,7 @@ func DefaultGraphConfig() GraphConfig {
 	return GraphConfig{
 		Lambda:          0.95,
 		AlphaWR:         0.3,
+		FastLambda:      0.5,
 		Epsilon:         0.05,
 		PruneEvery:      8,
 		MaxNodes:        1 << 21,
@@ -108,6 +117,9 @@ func (c GraphConfig) Validate() error {
 	var errs []error
 	if !(c.Lambda > 0 && c.Lambda <= 1) {
 		errs = append(errs, fmt.Errorf("Lambda %v must be in (0, 1]", c.Lambda))
+	}
+	if !(c.FastLambda > 0 && c.FastLambda < 1) {
+		errs = append(errs, fmt.Errorf("FastLambda %v must be in (0, 1)", c.FastLambda))
 	}
 	if !(c.AlphaWR >= 0 && c.AlphaWR <= 1) {
 		errs = append(errs, fmt.Errorf("AlphaWR %v must be in [0, 1]", c.AlphaWR))
@@ -221,6 +233,11 @@ type Edge struct {
 	// WW and WR are the write–write and write–read weights; the combined
 	// weight is WW + AlphaWR·WR.
 	WW, WR float64
+	// Fast is the combined weight decayed by FastLambda instead of Lambda
+	// (see GraphConfig.FastLambda): Fast·FastScale() is what the edge's
+	// combined weight would be had the last few windows' co-access always
+	// held.
+	Fast float64
 }
 
 type sender struct {
@@ -600,7 +617,7 @@ func (g *Graph) addEdge(a, b control.KeyGroup, ww, wr float64) {
 	if u > v {
 		u, v = v, u
 	}
-	g.pend = append(g.pend, Edge{Key: edgeKey(u, v), WW: ww, WR: wr})
+	g.pend = append(g.pend, Edge{Key: edgeKey(u, v), WW: ww, WR: wr, Fast: ww + g.cfg.AlphaWR*wr})
 	g.csrOK = false
 	// Merge eagerly once the batch is a quarter of the base (amortised
 	// O(1) element moves per update), so that Tick, which must merge what
@@ -616,14 +633,14 @@ const flushMin = 8192
 // flush folds pending updates into the base without decay.
 func (g *Graph) flush() {
 	if len(g.pend) > 0 {
-		g.merge(1, 0, nil)
+		g.merge(1, 1, 0, nil)
 	}
 }
 
 // merge sorts the pending batch, merges it into the base multiplying every
 // weight by scale, drops edges whose combined weight is below eps or that
 // touch a key group not live, recounts degrees, and trims to the edge cap.
-func (g *Graph) merge(scale, eps float64, evicted []NodeID) {
+func (g *Graph) merge(scale, fscale, eps float64, evicted []NodeID) {
 	pend := g.sortPending()
 	alpha := g.cfg.AlphaWR
 	base, out := g.base, g.next[:0]
@@ -634,7 +651,7 @@ func (g *Graph) merge(scale, eps float64, evicted []NodeID) {
 	perNode := g.thrActive // thresholds exist only after a per-node trim
 	thr, ns := g.thr, g.nodeScale
 	emit := func(e Edge) {
-		e.WW, e.WR = e.WW*scale, e.WR*scale
+		e.WW, e.WR, e.Fast = e.WW*scale, e.WR*scale, e.Fast*fscale
 		u, v := NodeID(e.Key>>32), NodeID(uint32(e.Key))
 		c := e.WW + alpha*e.WR
 		if c < eps {
@@ -666,6 +683,7 @@ func (g *Graph) merge(scale, eps float64, evicted []NodeID) {
 			for ; j < len(pend) && pend[j].Key == e.Key; j++ {
 				e.WW += pend[j].WW
 				e.WR += pend[j].WR
+				e.Fast += pend[j].Fast
 			}
 			emit(e)
 		}
@@ -992,7 +1010,7 @@ func (g *Graph) Tick() {
 
 	// Merge pending updates, decay edges, forget light ones and those of
 	// evicted key groups, trim to the edge caps.
-	g.merge(lam, eps, evicted)
+	g.merge(lam, g.cfg.FastLambda, eps, evicted)
 	g.trimPerNode()
 
 	// Remove evicted key groups, and every PruneEvery ticks the forgotten
@@ -1251,6 +1269,17 @@ func (g *Graph) NeighborsOf(id NodeID) ([]NodeID, []float64) {
 func (g *Graph) EdgeList() []Edge {
 	g.flush()
 	return g.base
+}
+
+// FastScale converts an Edge's Fast weight into the units of its decayed
+// weights: in steady state (x per window, read after Tick) the decayed
+// weight is λx/(1−λ) and the fast one λf·x/(1−λf).
+func (g *Graph) FastScale() float64 {
+	l, f := g.cfg.Lambda, g.cfg.FastLambda
+	if l >= 1 {
+		return 1 // undecayed graph: no steady state to compare with
+	}
+	return l * (1 - f) / ((1 - l) * f)
 }
 
 // EdgeEnds decodes an EdgeList key.

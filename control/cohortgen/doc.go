@@ -53,6 +53,21 @@
 //     PersistWindows windows leaves as a singleton. No split can take one
 //     key group out (both sides need MinCohortSize); this is how a key
 //     group whose co-access moved elsewhere gets free.
+//   - Moved co-access (a drift): the decayed graph keeps the old
+//     co-access heavier for ~14 ticks and significant for ~60, so after a
+//     remap the old cohorts would hold that long. The graph's fast edge
+//     weights (accessgraph.Edge.Fast, λf = 0.5) show the move within 2–3
+//     ticks. In a cohort whose fast internal weight fell below half its
+//     decayed one (its co-access collapsed as a whole; an aggregate is
+//     steady under sampling noise), a member whose fast weight inside fell
+//     below 0.3 of its decayed one, whose fast share inside fell below half
+//     its decayed share, and whose fast weight outside grew to 1.5× its
+//     decayed one counts as stray (a band up to 0.5/0.7 holds its streak);
+//     when half a cohort is leaving, the members that did not clearly stay
+//     leave with them. For refineHold (30) ticks such key groups merge only
+//     on co-access that still happens (fast cross ≥ half the decayed
+//     cross), without the same-home exception, and refinement (Louvain on
+//     the decayed graph) waits, so the old cohorts are not re-formed.
 //   - The cut heuristic: a max-adjacency (Prim-like) ordering of the
 //     cohort's induced subgraph from its heaviest key group, and again from
 //     the last key group of that order; every prefix is a candidate cut and

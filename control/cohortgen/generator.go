@@ -67,6 +67,9 @@ type Stats struct {
 	Merges, Splits, Separations, Refinements, Born, Dropped int
 	// Detached counts members detached this Step (see Detach).
 	Detached int
+	// Moved counts, among Detached, the members detached because their
+	// recent co-access left their cohort (see coAccessMoved).
+	Moved int
 }
 
 // Output is what one Step decided.
@@ -128,6 +131,7 @@ type cohort struct {
 	check, touched     bool
 	parents            []control.CohortID // ids merged into this cohort at mergedAt
 	mergedAt, resetAt  uint64             // ticks of its last merge, of its last split/refinement
+	movedAt            uint64             // tick a member of it was detached for moved co-access (0: never; see refineHold)
 	merged             bool               // created by a merge this Step
 	into               *cohort            // the cohort this one merged into this Step
 	edges              []ledge
@@ -187,8 +191,15 @@ type Generator struct {
 	maxUse   []float64 // M this Step uses
 	maxGen   uint64    // graph IDGeneration()+1 for which maxW is valid (0: none)
 	maxGraph *accessgraph.Graph
-	sigIn    []uint64 // bitset of graph NodeIDs with a significant edge inside their cohort
-	localIdx []int32  // graph NodeID → member index
+	sigIn    []uint64  // bitset of graph NodeIDs with a significant edge inside their cohort
+	fIn      []float64 // graph NodeID → fast edge weight inside its cohort (this Step)
+	fTot     []float64 // graph NodeID → fast edge weight in total
+	sIn      []float64 // graph NodeID → decayed edge weight inside its cohort
+	sTot     []float64 // graph NodeID → decayed edge weight in total
+	fIntra   []float64 // per cohort position: fast edge weight inside (this Step)
+	fastK    float64   // graph's FastScale this Step
+	movedAt  uint64    // last tick a member was detached for moved co-access (0: never)
+	localIdx []int32   // graph NodeID → member index
 	pairs    pairTable
 	lg       localGraph
 	inA      []bool
@@ -280,7 +291,8 @@ func (gen *Generator) Step(g *accessgraph.Graph) Output {
 	gen.evalMerges(g)
 
 	// Refinement first: an offered result, or one computed inline.
-	due := cfg.RefineEvery > 0 && gen.tick%uint64(cfg.RefineEvery) == 0
+	due := cfg.RefineEvery > 0 && gen.tick%uint64(cfg.RefineEvery) == 0 &&
+		(gen.movedAt == 0 || gen.tick-gen.movedAt >= refineHold)
 	if gen.offered != nil {
 		gen.applyRefinement(gen.offered)
 		gen.offered = nil
@@ -600,6 +612,8 @@ func (gen *Generator) edgePass(g *accessgraph.Graph) {
 	slow := resizeB(gen.sSlow, n) // seam or check: handled via the struct
 	clear(intra)
 	clear(ext)
+	fIntra := resizeF(gen.fIntra, n)
+	clear(fIntra)
 	small := int32(gen.cfg.MinCohortSize)
 	for i, c := range gen.cohorts {
 		c.seamCut = 0
@@ -633,6 +647,13 @@ func (gen *Generator) edgePass(g *accessgraph.Graph) {
 	clear(next)
 	sigIn := resizeU(gen.sigIn, len(tracked))
 	clear(sigIn)
+	fIn, fTot := resizeF(gen.fIn, nIDs), resizeF(gen.fTot, nIDs)
+	sIn, sTot := resizeF(gen.sIn, nIDs), resizeF(gen.sTot, nIDs)
+	clear(fIn)
+	clear(fTot)
+	clear(sIn)
+	clear(sTot)
+	gen.fastK = g.FastScale()
 	sigma := gen.cfg.Significance
 	for _, e := range edges {
 		u, v := accessgraph.EdgeEnds(e.Key)
@@ -645,8 +666,18 @@ func (gen *Generator) edgePass(g *accessgraph.Graph) {
 		cu, cv := cohortOf[u], cohortOf[v]
 		lighter := min(mx[u], mx[v])
 		sig := w >= sigma*lighter
+		f := e.Fast
+		fTot[u] += f
+		fTot[v] += f
+		sTot[u] += w
+		sTot[v] += w
 		if cu == cv {
 			intra[cu] += w
+			fIntra[cu] += f
+			fIn[u] += f
+			fIn[v] += f
+			sIn[u] += w
+			sIn[v] += w
 			// Hysteresis: a member stays while it keeps an edge of half
 			// the weight that lets a pair merge.
 			if w >= keepSignificance*sigma*lighter {
@@ -675,7 +706,7 @@ func (gen *Generator) edgePass(g *accessgraph.Graph) {
 		// Pairs that may merge, and every significant pair of a small
 		// cohort (its best partner may be too large to merge with).
 		if sig && (size[cu]+size[cv] <= maxSize || size[cu] <= small || size[cv] <= small) {
-			gen.pairs.add(cu, cv, w)
+			gen.pairs.add(cu, cv, w, f)
 		}
 	}
 	for i, c := range gen.cohorts {
@@ -685,6 +716,7 @@ func (gen *Generator) edgePass(g *accessgraph.Graph) {
 	// mx stays this Step's M (significant, prepare); next becomes the
 	// next Step's, and mx's buffer the next pass's scratch.
 	gen.maxUse, gen.maxW, gen.maxNext, gen.sigIn = mx, next, mx, sigIn
+	gen.fIn, gen.fTot, gen.sIn, gen.sTot, gen.fIntra = fIn, fTot, sIn, sTot, fIntra
 	gen.maxGen, gen.maxGraph = g.IDGeneration()+1, g
 }
 
@@ -709,12 +741,24 @@ func (gen *Generator) detach() {
 			continue
 		}
 		out := 0
+		// Members are judged on moved co-access only in a cohort whose
+		// internal co-access collapsed as a whole (see movedCohort).
+		collapsed := gen.fIntra[ci]*gen.fastK < movedCohort*c.intra
 		for j, gid := range c.gids {
 			if gid >= 0 && gen.sigIn[gid>>6]&(1<<(gid&63)) != 0 {
-				if c.stray != nil {
-					c.stray[j] = 0
+				v := stayed
+				if collapsed {
+					v = gen.coAccessMoved(gid)
 				}
-				continue
+				switch v {
+				case stayed:
+					if c.stray != nil {
+						c.stray[j] = 0
+					}
+					continue
+				case unsure:
+					continue // inside the band: the streak neither grows nor resets
+				}
 			}
 			if c.stray == nil {
 				c.stray = make([]uint8, len(c.kgs))
@@ -728,6 +772,23 @@ func (gen *Generator) detach() {
 		}
 		if out == 0 {
 			continue
+		}
+		// Members on their way out (one window of moved co-access) count
+		// too: a cohort's members see the move in the same window or the
+		// next.
+		leaving := 0
+		for j := range c.kgs {
+			if c.stray[j] > 0 {
+				leaving++
+			}
+		}
+		if float64(leaving) >= dissolveShare*float64(len(c.kgs)) && out < len(c.kgs) {
+			for j, gid := range c.gids {
+				if int(c.stray[j]) < persist && gid >= 0 && collapsed && gen.coAccessMoved(gid) != stayed {
+					c.stray[j] = uint8(persist)
+					out++
+				}
+			}
 		}
 		if out == len(c.kgs) {
 			// Nothing in it is connected: keep the heaviest member.
@@ -756,6 +817,10 @@ func (gen *Generator) detach() {
 			}
 			s := &cohort{id: gen.newID(), kgs: []control.KeyGroup{kg}, gids: []accessgraph.NodeID{c.gids[j]},
 				mw: []float64{c.mw[j]}, w: c.mw[j], version: 1, touched: true, resetAt: gen.tick}
+			if gid := c.gids[j]; gid >= 0 && gen.sigIn[gid>>6]&(1<<(gid&63)) != 0 {
+				gen.ev.stats.Moved++
+				gen.movedAt, s.movedAt = gen.tick, gen.tick
+			}
 			gen.adopt(s)
 			ev.Into = append(ev.Into, s.id)
 			gen.ev.stats.Detached++
@@ -774,6 +839,99 @@ func (gen *Generator) detach() {
 	}
 }
 
+// Moved co-access. The decayed graph keeps a drifted workload's old
+// co-access for ~15 ticks (λ = 0.95) and its significance for ~60, so a
+// member whose co-access moved elsewhere would stay in its old cohort that
+// long. The graph's fast edge weights (accessgraph.Edge.Fast, λf = 0.5,
+// scaled by FastScale to the decayed units) show the move within 2–3
+// ticks: a member has moved when its fast edge weight inside its cohort
+// fell below movedLow of its decayed one and its share of fast edge
+// weight inside the cohort below movedHigh of its decayed share (its
+// co-access left the cohort, not just cooled), while its fast edge weight
+// in total is still at least movedActive of its decayed one (it is still
+// co-accessed) and its fast edge weight outside the cohort at least
+// movedGrow times its decayed one (the co-access went elsewhere). Members
+// whose decayed edge weight is below movedMinWeight·MinWeight (a few
+// sampled transactions' worth) are not judged: a few windows of their
+// samples are noise. Members are judged so only in a cohort whose fast
+// internal weight fell below movedCohort of its decayed one (the cohort's
+// co-access collapsed as a whole, as after a remap; a cohort's aggregate
+// is steady under sampling noise, a light member's few edges are not).
+// It then counts as stray (detached after
+// PersistWindows such windows). It stays (the streak resets) when the
+// inside rate is at least movedHigh or the share at least movedShareKeep
+// of the decayed ones; in between its streak is held — a band against
+// sampling noise (TPC-C's members keep their rates within a few tens of
+// percent from one window to the next).
+const (
+	movedLow       = 0.3
+	movedHigh      = 0.5
+	movedShareKeep = 0.7
+	movedActive    = 0.25
+	movedGrow      = 1.5
+	movedMinWeight = 64
+	movedCohort    = 0.5
+)
+
+// dissolveShare: when at least this share of a cohort's members is
+// detached for moved co-access in a Step, the members whose co-access has
+// not clearly stayed leave with them. After a remap the few members left
+// behind — of different new groups, held together by the decayed graph —
+// would otherwise merge as one block into one of their new groups.
+const dissolveShare = 0.5
+
+// mergeCurrent: a merge of a cohort holding key groups detached for moved
+// co-access (justMoved) needs the pair's fast cross weight (in the decayed
+// weights' units) to be at least this share of its decayed cross weight —
+// the co-access it merges on still happens. After a drift the old partners
+// of a detached member fail it within ~2 ticks, so they do not merge back
+// while the decayed graph still remembers them.
+const mergeCurrent = 0.5
+
+// refineHold: refinement reads the decayed graph, which lags a drift; it
+// waits this many ticks after a member was detached for moved co-access
+// (the decayed graph then weighs the new co-access ~4 times the old), so
+// that Louvain does not re-form the old cohorts.
+const refineHold = 30
+
+// justMoved reports whether c holds a key group detached for moved
+// co-access in the last refineHold ticks.
+func (gen *Generator) justMoved(c *cohort) bool {
+	return c.movedAt != 0 && gen.tick-c.movedAt < refineHold
+}
+
+type moveVerdict uint8
+
+const (
+	stayed moveVerdict = iota
+	unsure
+	moved
+)
+
+// coAccessMoved judges member gid's recent co-access (see movedLow).
+func (gen *Generator) coAccessMoved(gid accessgraph.NodeID) moveVerdict {
+	sIn, sTot, fIn, fTot := gen.sIn[gid], gen.sTot[gid], gen.fIn[gid], gen.fTot[gid]
+	fIn, fTot = fIn*gen.fastK, fTot*gen.fastK
+	if !(sIn > 0) || !(fTot >= movedActive*sTot) || sTot < movedMinWeight*gen.cfg.MinWeight {
+		return stayed
+	}
+	// The co-access must have arrived elsewhere: the fast weight outside
+	// the cohort well above the decayed one (it grows after a move; in a
+	// steady workload both agree up to sampling noise).
+	if fTot-fIn < movedGrow*(sTot-sIn) {
+		return stayed
+	}
+	// rate: fIn/sIn; share: (fIn/fTot)/(sIn/sTot).
+	rate, share := fIn, fIn*sTot
+	switch {
+	case rate < movedLow*sIn && share < movedHigh*sIn*fTot:
+		return moved
+	case rate < movedHigh*sIn && share < movedShareKeep*sIn*fTot:
+		return unsure
+	}
+	return stayed
+}
+
 // evalMerges updates the merge streaks and collects the pairs whose merge
 // condition held for PersistWindows windows.
 func (gen *Generator) evalMerges(g *accessgraph.Graph) {
@@ -785,14 +943,21 @@ func (gen *Generator) evalMerges(g *accessgraph.Graph) {
 	small := cfg.MinCohortSize
 	best := resizeF(gen.best, len(gen.cohorts))
 	clear(best)
-	gen.pairs.each(func(a, b int32, cross float64) {
+	fk := gen.fastK
+	stale := func(a, b int32, cross, fast float64) bool {
+		return fast*fk < mergeCurrent*cross && (gen.justMoved(gen.cohorts[a]) || gen.justMoved(gen.cohorts[b]))
+	}
+	gen.pairs.each(func(a, b int32, cross, fast float64) {
+		if stale(a, b, cross, fast) {
+			return
+		}
 		best[a] = max(best[a], cross)
 		best[b] = max(best[b], cross)
 	})
 	gen.best = best
-	gen.pairs.each(func(a, b int32, cross float64) {
+	gen.pairs.each(func(a, b int32, cross, fast float64) {
 		ca, cb := gen.cohorts[a], gen.cohorts[b]
-		if len(ca.kgs)+len(cb.kgs) > cfg.MaxCohortSize {
+		if len(ca.kgs)+len(cb.kgs) > cfg.MaxCohortSize || stale(a, b, cross, fast) {
 			return
 		}
 		ia, ib := ca.intra+cfg.SelfWeight*ca.w, cb.intra+cfg.SelfWeight*cb.w
@@ -804,8 +969,12 @@ func (gen *Generator) evalMerges(g *accessgraph.Graph) {
 		// as to its best one: a key group whose own group is full stays
 		// apart rather than join a cohort it only shares stray
 		// transactions with, unless both run on the same CN.
+		// Not for key groups whose co-access just moved: their homes are
+		// those of their old cohorts, and when a remap frees hundreds of
+		// them at once, same-home pairs joined only by a few sampled
+		// cross-tenant transactions chained whole new groups into one.
 		if (len(ca.kgs) <= small && cross < bestPartnerShare*best[a]) || (len(cb.kgs) <= small && cross < bestPartnerShare*best[b]) {
-			if !gen.sameHome(g, ca, cb) {
+			if gen.justMoved(ca) || gen.justMoved(cb) || !gen.sameHome(g, ca, cb) {
 				return
 			}
 		}
@@ -920,7 +1089,7 @@ func (gen *Generator) merge(a, b *cohort) {
 	n := len(a.kgs) + len(b.kgs)
 	m := &cohort{kgs: make([]control.KeyGroup, 0, n), gids: make([]accessgraph.NodeID, 0, n),
 		mw: make([]float64, 0, n), side: make([]uint8, 0, n), seam: true,
-		w: a.w + b.w, sideW: [2]float64{a.w, b.w}, touched: true, merged: true}
+		w: a.w + b.w, sideW: [2]float64{a.w, b.w}, touched: true, merged: true, movedAt: max(a.movedAt, b.movedAt)}
 	i, j := 0, 0
 	for i < len(a.kgs) || j < len(b.kgs) {
 		if j == len(b.kgs) || (i < len(a.kgs) && a.kgs[i] < b.kgs[j]) {
@@ -950,7 +1119,7 @@ func (gen *Generator) merge(a, b *cohort) {
 
 // split replaces c by its members with inA set and the others.
 func (gen *Generator) split(c *cohort, inA []bool, separation bool) {
-	parts := [2]*cohort{{touched: true}, {touched: true}}
+	parts := [2]*cohort{{touched: true, movedAt: c.movedAt}, {touched: true, movedAt: c.movedAt}}
 	for i, kg := range c.kgs {
 		p := parts[1]
 		if inA[i] {

@@ -8,7 +8,8 @@ const golden = 0x9E3779B97F4A7C15
 type pairTable struct {
 	keys  []uint64 // lo<<32 | hi + 1; 0 = empty
 	vals  []float64
-	used  []int32 // slots in insertion order
+	fast  []float64 // fast weights (accessgraph.Edge.Fast), same slots
+	used  []int32   // slots in insertion order
 	shift uint
 }
 
@@ -23,30 +24,33 @@ func (t *pairTable) reset() {
 }
 
 func (t *pairTable) init(size int) {
-	oldK, oldV, oldU := t.keys, t.vals, t.used
+	oldK, oldV, oldF, oldU := t.keys, t.vals, t.fast, t.used
 	t.keys = make([]uint64, size)
 	t.vals = make([]float64, size)
+	t.fast = make([]float64, size)
 	t.used = make([]int32, 0, size/2)
 	t.shift = 64
 	for 1<<(64-t.shift) < size {
 		t.shift--
 	}
 	for _, s := range oldU {
-		t.insert(oldK[s], oldV[s])
+		t.insert(oldK[s], oldV[s], oldF[s])
 	}
 }
 
-func (t *pairTable) insert(key uint64, w float64) {
+func (t *pairTable) insert(key uint64, w, f float64) {
 	mask := uint64(len(t.keys) - 1)
 	h := (key * golden) >> t.shift
 	for {
 		switch t.keys[h] {
 		case key:
 			t.vals[h] += w
+			t.fast[h] += f
 			return
 		case 0:
 			t.keys[h] = key
 			t.vals[h] = w
+			t.fast[h] = f
 			t.used = append(t.used, int32(h))
 			return
 		}
@@ -54,19 +58,19 @@ func (t *pairTable) insert(key uint64, w float64) {
 	}
 }
 
-func (t *pairTable) add(a, b int32, w float64) {
+func (t *pairTable) add(a, b int32, w, f float64) {
 	if a > b {
 		a, b = b, a
 	}
 	if 2*(len(t.used)+1) > len(t.keys) {
 		t.init(2 * len(t.keys))
 	}
-	t.insert(uint64(a)<<32|uint64(b)+1, w)
+	t.insert(uint64(a)<<32|uint64(b)+1, w, f)
 }
 
-func (t *pairTable) each(fn func(a, b int32, w float64)) {
+func (t *pairTable) each(fn func(a, b int32, w, f float64)) {
 	for _, s := range t.used {
 		k := t.keys[s] - 1
-		fn(int32(k>>32), int32(uint32(k)), t.vals[s])
+		fn(int32(k>>32), int32(uint32(k)), t.vals[s], t.fast[s])
 	}
 }
