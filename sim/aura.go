@@ -9,6 +9,7 @@ import (
 	"github.com/aura-runtime/aura/control/accessgraph"
 	"github.com/aura-runtime/aura/control/cohortgen"
 	"github.com/aura-runtime/aura/control/ownership"
+	"github.com/aura-runtime/aura/control/plane"
 	"github.com/aura-runtime/aura/control/router"
 )
 
@@ -151,31 +152,12 @@ func (a *aura) tick(now int64) ([]migration, error) {
 	if err != nil {
 		return nil, err
 	}
-	in := ownership.Input{Tick: a.tickN, Nodes: a.s.cfg.CNs, Owners: a.inheritOwners(cohorts)}
-	totalCAS := 0.0
-	in.Cohorts = make([]ownership.CohortStats, 0, len(cohorts))
-	cas := make([]float64, len(cohorts))
-	for ci, c := range cohorts {
-		cs := ownership.CohortStats{ID: c.ID, KeyGroups: c.KeyGroups, HomeWeight: make([]float64, a.s.cfg.CNs)}
-		for _, kg := range c.KeyGroups {
-			w := a.graph.W(kg)
-			cs.W += w
-			a.homes = a.graph.HomeDist(kg, a.homes[:0])
-			for _, h := range a.homes {
-				if h.Node < len(cs.HomeWeight) {
-					cs.HomeWeight[h.Node] += w * h.P
-				}
-			}
-			cas[ci] += a.graph.FallbackCAS(kg)
-		}
-		totalCAS += cas[ci]
-		in.Cohorts = append(in.Cohorts, cs)
-	}
-	if totalCAS > 0 {
-		for i := range in.Cohorts {
-			in.Cohorts[i].FallbackCASShare = cas[i] / totalCAS
-		}
-	}
+	in := ownership.Input{Tick: a.tickN, Nodes: a.s.cfg.CNs, Owners: plane.InheritOwners(cohorts, a.s.cfg.CNs, a.graph.W,
+		func(kg control.KeyGroup) (int, bool) {
+			_, o, ok := a.rt.OwnerOfKeyGroup(kg)
+			return o, ok
+		})}
+	in.Cohorts, a.homes = plane.PlannerCohorts(a.graph, cohorts, a.s.cfg.CNs, a.homes)
 	plan, err := a.planner.Plan(in)
 	if err != nil {
 		return nil, fmt.Errorf("sim: plan: %w", err)
@@ -254,40 +236,4 @@ func newCohortSource(s *sim) (cohortSource, error) {
 		return nil, err
 	}
 	return generator{gen}, nil
-}
-
-// inheritOwners gives each cohort its current owner: the CN that owns the
-// largest share of its key groups' write weight in the installed map. The
-// generator re-forms cohorts (merges, splits, refinements) under new ids;
-// judging a re-formed cohort by its key groups rather than by its id keeps
-// the planner from evicting the old cohort and installing the new one (a
-// round trip through the MN CAS fallback) when its key groups stay where
-// they are. Only the key groups whose owner differs then migrate.
-func (a *aura) inheritOwners(cohorts []control.Cohort) map[control.CohortID]int {
-	owners := make(map[control.CohortID]int, len(cohorts))
-	if a.cur == nil {
-		return owners
-	}
-	share := make([]float64, a.s.cfg.CNs)
-	for _, c := range cohorts {
-		clear(share)
-		any := false
-		for _, kg := range c.KeyGroups {
-			if _, o, ok := a.rt.OwnerOfKeyGroup(kg); ok && o >= 0 && o < len(share) {
-				share[o] += a.graph.W(kg) + 1e-9
-				any = true
-			}
-		}
-		if !any {
-			continue
-		}
-		best := 0
-		for i := range share {
-			if share[i] > share[best] {
-				best = i
-			}
-		}
-		owners[c.ID] = best
-	}
-	return owners
 }
