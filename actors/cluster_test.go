@@ -91,14 +91,7 @@ func TestClusterLearnsOwnership(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	loader, err := store.NewLoader(layout, base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := wl.Load(ctx, loader); err != nil {
-		t.Fatal(err)
-	}
-	if err := loader.Close(ctx); err != nil {
+	if _, err := store.LoadOnce(ctx, layout, base, func(ctx context.Context, l *store.Loader) error { return wl.Load(ctx, l) }); err != nil {
 		t.Fatal(err)
 	}
 

@@ -171,24 +171,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		if cfg.Progress != nil {
 			fmt.Fprintf(cfg.Progress, "loading %s tables…\n", wl.Name())
 		}
-		if err := store.ClaimLoad(ctx, base); err != nil {
-			return nil, fmt.Errorf("bench: %w", err)
-		}
-		loader, err := store.NewLoader(layout, base)
-		if err != nil {
-			return nil, err
-		}
-		err = wl.Load(ctx, loader)
-		if cerr := loader.Close(ctx); err == nil {
-			err = cerr
-		}
-		if err == nil {
-			err = store.MarkLoaded(ctx, base)
-		}
+		loaded, err := store.LoadOnce(ctx, layout, base, func(ctx context.Context, l *store.Loader) error { return wl.Load(ctx, l) })
 		if err != nil {
 			return nil, fmt.Errorf("bench: load: %w", err)
 		}
-		res.Params.Loaded = loader.Loaded()
+		res.Params.Loaded = loaded
 		res.Params.LoadS = time.Since(start).Seconds()
 		if cfg.Progress != nil {
 			fmt.Fprintf(cfg.Progress, "loaded %d records in %.1fs\n", res.Params.Loaded, res.Params.LoadS)

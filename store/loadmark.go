@@ -83,3 +83,25 @@ func CheckLoaded(ctx context.Context, dev rdma.Device) error {
 	}
 	return nil
 }
+
+// LoadOnce loads the tables of layout on the memory node behind dev exactly
+// once: it claims the load (ErrAlreadyLoaded if another process did), runs
+// fill on a Loader, flushes it and marks the node loaded. It returns the
+// records loaded.
+func LoadOnce(ctx context.Context, layout *Layout, dev rdma.Device, fill func(context.Context, *Loader) error) (uint64, error) {
+	if err := ClaimLoad(ctx, dev); err != nil {
+		return 0, err
+	}
+	loader, err := NewLoader(layout, dev)
+	if err != nil {
+		return 0, err
+	}
+	err = fill(ctx, loader)
+	if cerr := loader.Close(ctx); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = MarkLoaded(ctx, dev)
+	}
+	return loader.Loaded(), err
+}

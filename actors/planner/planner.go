@@ -122,6 +122,7 @@ type Actor struct {
 	status   Status
 	pending  map[string]bool // live nodes that have not acknowledged status.Epoch
 	needFull map[string]bool
+	inFlight map[string]bool   // nodes with a push not yet answered: at most one each
 	prev     *control.OwnerMap // the map before status.Epoch (delta base)
 }
 
@@ -141,7 +142,8 @@ func NewActor(cfg Config, pusher Pusher) (*Actor, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Actor{cfg: cfg, pusher: pusher, loop: l, log: log, pending: map[string]bool{}, needFull: map[string]bool{}}, nil
+	return &Actor{cfg: cfg, pusher: pusher, loop: l, log: log, pending: map[string]bool{}, needFull: map[string]bool{},
+		inFlight: map[string]bool{}}, nil
 }
 
 // Props returns the actor's props with a bounded mailbox.
@@ -293,6 +295,10 @@ func (a *Actor) push(ctx actor.Context, m *control.OwnerMap) {
 	}
 	self, root := ctx.Self(), ctx.ActorSystem().Root
 	for name := range a.pending {
+		if a.inFlight[name] {
+			continue // one push per node at a time; a slow node is not flooded
+		}
+		a.inFlight[name] = true
 		ps := delta
 		if a.needFull[name] {
 			ps = full
@@ -318,6 +324,7 @@ func (a *Actor) push(ctx actor.Context, m *control.OwnerMap) {
 }
 
 func (a *Actor) onPushDone(_ actor.Context, d pushDone) {
+	delete(a.inFlight, d.node)
 	if d.epoch != a.status.Epoch || !a.pending[d.node] {
 		return // a late answer to an older push: idempotent, ignored
 	}

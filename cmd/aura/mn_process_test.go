@@ -86,14 +86,25 @@ func (s *syncBuffer) String() string {
 
 func startMN(t *testing.T, args ...string) *mnProcess {
 	t.Helper()
+	p := &mnProcess{}
+	p.cmd, p.stderr, p.exited, p.addr = launch(t, "mn", mnListeningPrefix, args...)
+	return p
+}
+
+// launch starts `aura SUB ARGS…`, waits (60 s at most) for the stdout line
+// starting with ready and returns the process, its stderr, a channel that
+// receives its exit, and the rest of that line. The process is killed when
+// the test ends; its stderr is logged if the test failed.
+func launch(t *testing.T, sub, ready string, args ...string) (*exec.Cmd, *syncBuffer, chan error, string) {
+	t.Helper()
 	bin := buildAura(t)
-	cmd := exec.Command(bin, append([]string{"mn"}, args...)...)
+	cmd := exec.Command(bin, append([]string{sub}, args...)...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &mnProcess{cmd: cmd, stderr: &syncBuffer{}, exited: make(chan error, 1)}
-	cmd.Stderr = p.stderr
+	stderr, exited := &syncBuffer{}, make(chan error, 1)
+	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -101,27 +112,29 @@ func startMN(t *testing.T, args ...string) *mnProcess {
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
-			if addr, ok := strings.CutPrefix(sc.Text(), mnListeningPrefix); ok {
-				lines <- addr
+			if rest, ok := strings.CutPrefix(sc.Text(), ready); ok {
+				lines <- rest
 			}
 		}
 	}()
-	go func() { p.exited <- cmd.Wait() }()
+	go func() { exited <- cmd.Wait() }()
 	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-p.exited
+		_ = cmd.Process.Kill()
+		err := <-exited
+		exited <- err
 		if t.Failed() {
-			t.Logf("aura mn stderr:\n%s", p.stderr.String())
+			t.Logf("aura %s %v stderr:\n%s", sub, args, stderr.String())
 		}
 	})
 	select {
-	case p.addr = <-lines:
-	case err := <-p.exited:
-		t.Fatalf("aura mn exited before listening: %v\n%s", err, p.stderr.String())
-	case <-time.After(30 * time.Second):
-		t.Fatalf("aura mn did not print its listen line\n%s", p.stderr.String())
+	case rest := <-lines:
+		return cmd, stderr, exited, rest
+	case err := <-exited:
+		t.Fatalf("aura %s exited before it was ready: %v\n%s", sub, err, stderr.String())
+	case <-time.After(60 * time.Second):
+		t.Fatalf("aura %s did not print its ready line within 60 s\n%s", sub, stderr.String())
 	}
-	return p
+	return nil, nil, nil, ""
 }
 
 func (p *mnProcess) wait(t *testing.T, within time.Duration) error {

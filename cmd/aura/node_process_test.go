@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"log/slog"
@@ -34,47 +33,15 @@ type nodeProcess struct {
 
 func startNode(t *testing.T, args ...string) *nodeProcess {
 	t.Helper()
-	bin := buildAura(t)
-	cmd := exec.Command(bin, append([]string{"node"}, args...)...)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
+	p := &nodeProcess{}
+	var l string
+	p.cmd, p.stderr, p.exited, l = launch(t, "node", nodeReadyPrefix, args...)
+	// NAME remote HOST:PORT gossip HOST:PORT
+	f := strings.Fields(l)
+	if len(f) != 5 {
+		t.Fatalf("ready line %q", l)
 	}
-	p := &nodeProcess{cmd: cmd, stderr: &syncBuffer{}, exited: make(chan error, 1)}
-	cmd.Stderr = p.stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	lines := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if rest, ok := strings.CutPrefix(sc.Text(), nodeReadyPrefix); ok {
-				lines <- rest
-			}
-		}
-	}()
-	go func() { p.exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-p.exited
-		if t.Failed() {
-			t.Logf("aura node %s stderr:\n%s", p.name, p.stderr.String())
-		}
-	})
-	select {
-	case l := <-lines:
-		// NAME remote HOST:PORT gossip HOST:PORT
-		f := strings.Fields(l)
-		if len(f) != 5 {
-			t.Fatalf("ready line %q", l)
-		}
-		p.name, p.remote, p.gossip = f[0], f[2], f[4]
-	case err := <-p.exited:
-		t.Fatalf("aura node exited before it was ready: %v\n%s", err, p.stderr.String())
-	case <-time.After(60 * time.Second):
-		t.Fatalf("aura node was not ready within 60 s\n%s", p.stderr.String())
-	}
+	p.name, p.remote, p.gossip = f[0], f[2], f[4]
 	return p
 }
 
@@ -194,20 +161,7 @@ func loadTables(t *testing.T, ctx context.Context, dev rdma.Device, wl workload.
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := store.ClaimLoad(ctx, dev); err != nil {
-		t.Fatal(err)
-	}
-	loader, err := store.NewLoader(layout, dev)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := wl.Load(ctx, loader); err != nil {
-		t.Fatal(err)
-	}
-	if err := loader.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := store.MarkLoaded(ctx, dev); err != nil {
+	if _, err := store.LoadOnce(ctx, layout, dev, func(ctx context.Context, l *store.Loader) error { return wl.Load(ctx, l) }); err != nil {
 		t.Fatal(err)
 	}
 	return layout
