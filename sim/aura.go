@@ -45,20 +45,9 @@ type aura struct {
 }
 
 func newAura(s *sim) (policy, error) {
-	cfg := ownership.DefaultConfig()
+	cfg := ownership.OwnAllConfig()
 	if s.cfg.LeverB == LeverNaive {
 		cfg = ownership.NaiveConfig()
-	} else {
-		// Own every cohort that carries writes, heaviest first under
-		// MaxPublished: the generator leaves the key groups that do not fit
-		// their group's full cohorts as singletons (on reshaped TPC-C, the
-		// name-index and customer buckets left over by a warehouse's hub
-		// cohort, each ≈ 0.3% of an average cohort), and a key group left to
-		// the fallback pays an MN CAS on every write — on TPC-C as much as
-		// the whole gap to the oracle. θ_w = 0.5·u left ~100 of them
-		// unowned (0.02 atomics/txn); the cap, applied heaviest first, is
-		// what bounds the manifest.
-		cfg.ThetaW, cfg.ThetaCold = 0.001, 0.0005
 	}
 	p, err := ownership.New(cfg)
 	if err != nil {
