@@ -254,7 +254,7 @@ type Graph struct {
 	cfg  GraphConfig
 	tick uint64
 
-	ids   map[control.KeyGroup]NodeID
+	ids   kgIndex // key group → id: at most MaxNodes entries, 2–4 slots (16 bytes) each
 	kg    []control.KeyGroup
 	live  []bool
 	w, r  []float64
@@ -265,14 +265,30 @@ type Graph struct {
 	free  []NodeID
 	nLive int
 
-	// Edges: a base sorted by key (u<<32 | v, u < v, no duplicates) and a
-	// batch of pending updates that Apply appends and merge folds in.
+	// Edges: a base sorted by key (u<<32 | v, u < v, no duplicates), the
+	// edges created since the base was last rebuilt (fresh, sorted by key,
+	// disjoint from the base), and a batch of pending updates that Apply
+	// appends and endBatch (or, at Tick, merge) folds in. Logically the edge
+	// set is base ∪ fresh.
 	base  []Edge // sorted by Key, unique
 	next  []Edge // merge output, swapped with the base
 	pend  []Edge
 	ptmp  []Edge
 	words []uint64 // sort scratch
 	wtmp  []uint64
+
+	// fresh holds the edges that batches created since the base was last
+	// rebuilt (freshTmp is its merge buffer). Bounded by MaxEdges: endBatch
+	// folds it into the base and trims when len(base)+len(fresh) exceeds
+	// the cap; Tick and the accessors that need one sorted edge list fold
+	// it in too.
+	fresh, freshTmp []Edge
+	// uoff indexes the base by smaller endpoint: the edges (u, ·) are
+	// base[uoff[u]:uoff[u+1]]. Rebuilt (O(ids + edges)) by the first batch
+	// after the base changed; ids ≥ len(uoff)−1 have no base edge as the
+	// smaller endpoint. At most MaxNodes+1 entries.
+	uoff   []int32
+	uoffOK bool
 
 	csrOK bool
 	off   []int32
@@ -304,7 +320,6 @@ func NewGraph(cfg GraphConfig) (*Graph, error) {
 		cfg:       cfg,
 		homeScale: 1,
 		nodeScale: 1,
-		ids:       make(map[control.KeyGroup]NodeID),
 		senders:   make(map[string]*sender),
 	}
 	return g, nil
@@ -511,7 +526,7 @@ func (g *Graph) Apply(s *messages.AccessSummary) error {
 
 // node returns kg's id, adding it when absent and there is room.
 func (g *Graph) node(kg control.KeyGroup) NodeID {
-	if id, ok := g.ids[kg]; ok {
+	if id, ok := g.ids.get(kg); ok {
 		return id
 	}
 	if g.nLive >= g.cfg.MaxNodes {
@@ -544,7 +559,7 @@ func (g *Graph) node(kg control.KeyGroup) NodeID {
 	for j := range hs {
 		hs[j] = homeEntry{node: control.Unowned}
 	}
-	g.ids[kg] = id
+	g.ids.put(kg, id)
 	g.nLive++
 	g.csrOK = false
 	return id
@@ -619,33 +634,166 @@ func (g *Graph) addEdge(a, b control.KeyGroup, ww, wr float64) {
 	}
 	g.pend = append(g.pend, Edge{Key: edgeKey(u, v), WW: ww, WR: wr, Fast: ww + g.cfg.AlphaWR*wr})
 	g.csrOK = false
-	// Merge eagerly once the batch is a quarter of the base (amortised
-	// O(1) element moves per update), so that Tick, which must merge what
-	// is left, stays O(edges) whatever the ingest; and bound the batch.
-	if n := len(g.pend); n >= max(len(g.base)/4, flushMin) || n >= g.cfg.MaxEdges {
-		g.flush()
+	// End the batch once it is a quarter of the edges (amortised O(1)
+	// work per update), so that Tick, which must merge what is left, stays
+	// O(edges) whatever the ingest; and bound the batch.
+	if n := len(g.pend); n >= max(g.numEdges()/4, flushMin) || n >= g.cfg.MaxEdges {
+		g.endBatch()
 	}
 }
 
-// flushMin is the smallest pending batch merged before Tick.
+// flushMin is the smallest pending batch ended before Tick.
 const flushMin = 8192
 
-// flush folds pending updates into the base without decay.
+// numEdges is the number of edges, the pending batch aside.
+func (g *Graph) numEdges() int { return len(g.base) + len(g.fresh) }
+
+// flush ends the pending batch and folds the fresh edges into the base,
+// which is then the whole edge set, sorted.
 func (g *Graph) flush() {
-	if len(g.pend) > 0 {
-		g.merge(1, 1, 0, nil)
+	g.endBatch()
+	g.mergeFresh()
+}
+
+// buildUoff indexes the base by smaller endpoint.
+func (g *Graph) buildUoff() {
+	n := len(g.kg)
+	g.uoff = resizeI32(g.uoff, n+1)
+	u := 0
+	for i := range g.base {
+		for x := int(g.base[i].Key >> 32); u <= x; u++ {
+			g.uoff[u] = int32(i)
+		}
+	}
+	for ; u <= n; u++ {
+		g.uoff[u] = int32(len(g.base))
+	}
+	g.uoffOK = true
+}
+
+// endBatch folds the pending batch in without decay: each update of an
+// existing edge is added to it in place, and each new edge (its updates
+// summed) is kept in fresh unless its weight is below both endpoints'
+// per-node thresholds; then it trims to the edge cap. This is exactly what
+// merging the batch into the base did — the same sums in the same order
+// (the batch is sorted stably), the same survivors: an existing edge always
+// survives, since its weight only grew since it last passed the per-node
+// thresholds, which change only at Tick — without rewriting the base:
+// the batch is walked in key order against the base (through uoff) and
+// fresh, both read in ascending order.
+func (g *Graph) endBatch() {
+	if len(g.pend) == 0 {
+		return
+	}
+	pend := g.sortPending()
+	if !g.uoffOK {
+		g.buildUoff()
+	}
+	alpha := g.cfg.AlphaWR
+	perNode := g.thrActive
+	thr, ns := g.thr, g.nodeScale
+	base, fresh, uoff := g.base, g.fresh, g.uoff
+	// Survivors are appended to fresh's merge buffer as they come (in key
+	// order) between the fresh edges that precede them.
+	out := g.freshTmp[:0]
+	bi, fi := 0, 0
+	for j := 0; j < len(pend); {
+		key := pend[j].Key
+		var e *Edge
+		if u := int(key >> 32); u+1 < len(uoff) {
+			bi = max(bi, int(uoff[u]))
+			hi := int(uoff[u+1])
+			for bi < hi && base[bi].Key < key {
+				bi++
+			}
+			if bi < hi && base[bi].Key == key {
+				e = &base[bi]
+			}
+		}
+		if e == nil {
+			for fi < len(fresh) && fresh[fi].Key < key {
+				out = append(out, fresh[fi])
+				fi++
+			}
+			if fi < len(fresh) && fresh[fi].Key == key {
+				e = &fresh[fi]
+			}
+		}
+		if e != nil {
+			for ; j < len(pend) && pend[j].Key == key; j++ {
+				e.WW += pend[j].WW
+				e.WR += pend[j].WR
+				e.Fast += pend[j].Fast
+			}
+			continue
+		}
+		ne := Edge{Key: key}
+		for ; j < len(pend) && pend[j].Key == key; j++ {
+			ne.WW += pend[j].WW
+			ne.WR += pend[j].WR
+			ne.Fast += pend[j].Fast
+		}
+		u, v := NodeID(key>>32), NodeID(uint32(key))
+		c := ne.WW + alpha*ne.WR
+		if c < 0 { // the merge's ε (0 without decay)
+			g.stats.PrunedEdges++
+			continue
+		}
+		if perNode && c < thr[u]*ns && c < thr[v]*ns {
+			g.stats.EvictedEdges++ // below both endpoints' per-node thresholds
+			continue
+		}
+		out = append(out, ne)
+	}
+	if len(out) > 0 {
+		out = append(out, fresh[fi:]...)
+		g.fresh, g.freshTmp = out, fresh[:0]
+		g.degOK = false
+	} else {
+		g.freshTmp = out
+	}
+	g.pend = g.pend[:0]
+	g.csrOK = false
+	if g.numEdges() > g.edgeCap() {
+		g.mergeFresh()
+		g.trimEdges(false)
 	}
 }
 
-// merge sorts the pending batch, merges it into the base multiplying every
-// weight by scale, drops edges whose combined weight is below eps or that
-// touch a key group not live, recounts degrees, and trims to the edge cap.
+// mergeFresh merges the fresh edges into the base.
+func (g *Graph) mergeFresh() {
+	if len(g.fresh) == 0 {
+		return
+	}
+	base, fresh, out := g.base, g.fresh, g.next[:0]
+	if cap(out) < len(base)+len(fresh) {
+		out = make([]Edge, 0, len(base)+len(fresh)+len(base)/4)
+	}
+	i, j := 0, 0
+	for i < len(base) || j < len(fresh) {
+		if j == len(fresh) || (i < len(base) && base[i].Key < fresh[j].Key) {
+			out = append(out, base[i])
+			i++
+		} else {
+			out = append(out, fresh[j])
+			j++
+		}
+	}
+	g.base, g.next = out, base[:0]
+	g.fresh = fresh[:0]
+	g.uoffOK = false
+}
+
+// merge (at Tick) sorts the pending batch, merges it into the base (and
+// the fresh edges) multiplying every weight by scale, drops edges whose
+// combined weight is below eps or that touch a key group not live, and
+// trims to the edge cap.
 func (g *Graph) merge(scale, fscale, eps float64, evicted []NodeID) {
 	pend := g.sortPending()
 	alpha := g.cfg.AlphaWR
-	base, out := g.base, g.next[:0]
-	if cap(out) < len(base)+len(pend) {
-		out = make([]Edge, 0, len(base)+len(pend)+len(base)/4)
+	base, fresh, out := g.base, g.fresh, g.next[:0]
+	if n := len(base) + len(fresh) + len(pend); cap(out) < n {
+		out = make([]Edge, 0, n+len(base)/4)
 	}
 	checkLive := len(evicted) > 0
 	perNode := g.thrActive // thresholds exist only after a per-node trim
@@ -668,34 +816,59 @@ func (g *Graph) merge(scale, fscale, eps float64, evicted []NodeID) {
 		}
 		out = append(out, e)
 	}
-	i, j := 0, 0
-	for i < len(base) || j < len(pend) {
-		switch {
-		case j == len(pend) || (i < len(base) && base[i].Key < pend[j].Key):
-			emit(base[i])
-			i++
-		default:
-			e := Edge{Key: pend[j].Key}
-			if i < len(base) && base[i].Key == e.Key {
-				e = base[i]
-				i++
-			}
-			for ; j < len(pend) && pend[j].Key == e.Key; j++ {
-				e.WW += pend[j].WW
-				e.WR += pend[j].WR
-				e.Fast += pend[j].Fast
-			}
-			emit(e)
+	// The existing edges are base ∪ fresh (disjoint, both sorted): merge
+	// the three streams at once rather than fold fresh into the base first.
+	i, k, j := 0, 0, 0
+	for i < len(base) || k < len(fresh) || j < len(pend) {
+		var cur *Edge
+		if i < len(base) {
+			cur = &base[i]
 		}
+		if k < len(fresh) && (cur == nil || fresh[k].Key < cur.Key) {
+			cur = &fresh[k]
+		}
+		if cur != nil && (j == len(pend) || cur.Key < pend[j].Key) {
+			emit(*cur)
+			if i < len(base) && cur == &base[i] {
+				i++
+			} else {
+				k++
+			}
+			continue
+		}
+		e := Edge{Key: pend[j].Key}
+		if cur != nil && cur.Key == e.Key {
+			e = *cur
+			if i < len(base) && cur == &base[i] {
+				i++
+			} else {
+				k++
+			}
+		}
+		for ; j < len(pend) && pend[j].Key == e.Key; j++ {
+			e.WW += pend[j].WW
+			e.WR += pend[j].WR
+			e.Fast += pend[j].Fast
+		}
+		emit(e)
 	}
 	g.base, g.next = out, base[:0]
+	g.fresh = fresh[:0]
 	g.pend = g.pend[:0]
 	g.csrOK = false
 	g.degOK = false
+	g.uoffOK = false
+	g.trimEdges(scale != 1)
+}
 
-	// Edge cap: evict the lightest.
+// trimEdges evicts the lightest edges of the base down to TrimFraction of
+// the edge cap when it holds more than the cap, or (atTick) more than
+// TrimFraction of it. Ties are kept in key order.
+func (g *Graph) trimEdges(atTick bool) {
+	alpha := g.cfg.AlphaWR
 	limit := g.edgeCap()
-	if len(g.base) > limit || (scale != 1 && len(g.base) > int(float64(limit)*g.cfg.TrimFraction)) {
+	if len(g.base) > limit || (atTick && len(g.base) > int(float64(limit)*g.cfg.TrimFraction)) {
+		g.uoffOK = false
 		target := int(float64(limit) * g.cfg.TrimFraction)
 		ws := g.scratch[:0]
 		for _, e := range g.base {
@@ -840,6 +1013,7 @@ func (g *Graph) trimPerNode() {
 		g.stats.EvictedEdges++
 	}
 	g.base = g.base[:j]
+	g.uoffOK = false
 	g.thrActive = true
 	g.degOK = false
 	g.off, g.nw, g.pos = off, ws, pos
@@ -1056,8 +1230,8 @@ func (g *Graph) removeNode(id NodeID) {
 	if g.live[id] {
 		g.live[id] = false
 	}
-	if cur, ok := g.ids[g.kg[id]]; ok && cur == id {
-		delete(g.ids, g.kg[id])
+	if cur, ok := g.ids.get(g.kg[id]); ok && cur == id {
+		g.ids.del(g.kg[id])
 		g.nLive--
 	}
 	g.w[id], g.r[id], g.fb[id], g.deg[id], g.other[id] = 0, 0, 0, 0, 0
@@ -1073,11 +1247,11 @@ func (g *Graph) removeNode(id NodeID) {
 // Accessors by key group
 
 // Has reports whether kg is in the graph.
-func (g *Graph) Has(kg control.KeyGroup) bool { _, ok := g.ids[kg]; return ok }
+func (g *Graph) Has(kg control.KeyGroup) bool { _, ok := g.ids.get(kg); return ok }
 
 // W returns kg's decayed write weight W(v) (0 if absent).
 func (g *Graph) W(kg control.KeyGroup) float64 {
-	if id, ok := g.ids[kg]; ok {
+	if id, ok := g.ids.get(kg); ok {
 		return g.w[id] * g.nodeScale
 	}
 	return 0
@@ -1085,7 +1259,7 @@ func (g *Graph) W(kg control.KeyGroup) float64 {
 
 // R returns kg's decayed read weight (0 if absent).
 func (g *Graph) R(kg control.KeyGroup) float64 {
-	if id, ok := g.ids[kg]; ok {
+	if id, ok := g.ids.get(kg); ok {
 		return g.r[id] * g.nodeScale
 	}
 	return 0
@@ -1093,7 +1267,7 @@ func (g *Graph) R(kg control.KeyGroup) float64 {
 
 // FallbackCAS returns kg's decayed count of locks taken by MN CAS.
 func (g *Graph) FallbackCAS(kg control.KeyGroup) float64 {
-	if id, ok := g.ids[kg]; ok {
+	if id, ok := g.ids.get(kg); ok {
 		return g.fb[id] * g.nodeScale
 	}
 	return 0
@@ -1108,8 +1282,8 @@ func (g *Graph) EdgeWeight(a, b control.KeyGroup) float64 {
 
 // TypedEdge returns the edge's write–write and write–read weights.
 func (g *Graph) TypedEdge(a, b control.KeyGroup) (ww, wr float64, ok bool) {
-	u, ok1 := g.ids[a]
-	v, ok2 := g.ids[b]
+	u, ok1 := g.ids.get(a)
+	v, ok2 := g.ids.get(b)
 	if !ok1 || !ok2 || u == v {
 		return 0, 0, false
 	}
@@ -1123,7 +1297,7 @@ func (g *Graph) TypedEdge(a, b control.KeyGroup) (ww, wr float64, ok bool) {
 // Neighbors appends kg's neighbours with combined edge weights to dst, in
 // a deterministic order.
 func (g *Graph) Neighbors(kg control.KeyGroup, dst []Neighbor) []Neighbor {
-	id, ok := g.ids[kg]
+	id, ok := g.ids.get(kg)
 	if !ok {
 		return dst
 	}
@@ -1138,10 +1312,20 @@ func (g *Graph) Neighbors(kg control.KeyGroup, dst []Neighbor) []Neighbor {
 // CN index. The probabilities of the CNs kept sum to at most 1 (the rest is
 // the mass of CNs beyond MaxHomes). An unknown key group yields nothing.
 func (g *Graph) HomeDist(kg control.KeyGroup, dst []Home) []Home {
-	id, ok := g.ids[kg]
+	id, ok := g.ids.get(kg)
 	if !ok {
 		return dst
 	}
+	start := len(dst)
+	dst = g.HomesOf(id, dst)
+	slices.SortFunc(dst[start:], func(a, b Home) int { return a.Node - b.Node })
+	return dst
+}
+
+// HomesOf appends the home distribution of a live id to dst like
+// HomeDist, but in storage order rather than by CN index: for hot loops
+// that accumulate per CN (and so need no order) and already hold the id.
+func (g *Graph) HomesOf(id NodeID, dst []Home) []Home {
 	hs := g.homes[int(id)*g.cfg.MaxHomes : (int(id)+1)*g.cfg.MaxHomes]
 	total := float64(g.other[id])
 	for _, h := range hs {
@@ -1152,13 +1336,11 @@ func (g *Graph) HomeDist(kg control.KeyGroup, dst []Home) []Home {
 	if total <= 0 {
 		return dst
 	}
-	start := len(dst)
 	for _, h := range hs {
 		if h.node != control.Unowned && h.w > 0 {
 			dst = append(dst, Home{Node: int(h.node), Weight: float64(h.w) * g.homeScale, P: float64(h.w) / total})
 		}
 	}
-	slices.SortFunc(dst[start:], func(a, b Home) int { return a.Node - b.Node })
 	return dst
 }
 
@@ -1234,7 +1416,7 @@ func (g *Graph) NumIDs() int { return len(g.kg) }
 
 // ID returns kg's NodeID.
 func (g *Graph) ID(kg control.KeyGroup) (NodeID, bool) {
-	id, ok := g.ids[kg]
+	id, ok := g.ids.get(kg)
 	return id, ok
 }
 
@@ -1251,6 +1433,9 @@ func (g *Graph) WOf(id NodeID) float64 { return g.w[id] * g.nodeScale }
 
 // ROf returns the read weight of a live id.
 func (g *Graph) ROf(id NodeID) float64 { return g.r[id] * g.nodeScale }
+
+// FallbackCASOf returns the decayed fallback CAS count of a live id.
+func (g *Graph) FallbackCASOf(id NodeID) float64 { return g.fb[id] * g.nodeScale }
 
 // NeighborsOf returns id's neighbours and combined edge weights (parallel
 // slices, owned by the graph, valid until the next Apply or Tick). The
@@ -1323,4 +1508,100 @@ func (g *Graph) buildCSR() {
 		pos[v]++
 	}
 	g.csrOK = true
+}
+
+// kgIndex maps key groups to NodeIDs: open addressing with linear probing
+// (backward-shift deletion), at most half full. A look-up touches one
+// 16-byte slot where it hits, in one cache line, where Go's map reads a
+// control word and then a slot: Apply, the planner's per-cohort statistics
+// and the accessors by key group do one per key group.
+type kgIndex struct {
+	slots []kgSlot
+	n     int
+	shift uint
+}
+
+type kgSlot struct {
+	kg control.KeyGroup
+	id NodeID // id + 1; 0 = empty
+}
+
+func (t *kgIndex) home(kg control.KeyGroup) uint64 { return (uint64(kg) * golden) >> t.shift }
+
+func (t *kgIndex) get(kg control.KeyGroup) (NodeID, bool) {
+	if t.n == 0 {
+		return NoNode, false
+	}
+	mask := uint64(len(t.slots) - 1)
+	for h := t.home(kg); ; h = (h + 1) & mask {
+		s := &t.slots[h]
+		if s.id == 0 {
+			return NoNode, false
+		}
+		if s.kg == kg {
+			return s.id - 1, true
+		}
+	}
+}
+
+// put adds or replaces kg's id.
+func (t *kgIndex) put(kg control.KeyGroup, id NodeID) {
+	if 2*(t.n+1) > len(t.slots) {
+		t.grow()
+	}
+	mask := uint64(len(t.slots) - 1)
+	h := t.home(kg)
+	for ; t.slots[h].id != 0; h = (h + 1) & mask {
+		if t.slots[h].kg == kg {
+			t.slots[h].id = id + 1
+			return
+		}
+	}
+	t.slots[h] = kgSlot{kg, id + 1}
+	t.n++
+}
+
+func (t *kgIndex) del(kg control.KeyGroup) {
+	if t.n == 0 {
+		return
+	}
+	mask := uint64(len(t.slots) - 1)
+	i := t.home(kg)
+	for ; ; i = (i + 1) & mask {
+		if t.slots[i].id == 0 {
+			return
+		}
+		if t.slots[i].kg == kg {
+			break
+		}
+	}
+	// Backward shift: move later entries of the probe run into the hole
+	// unless their home lies cyclically in (hole, their slot].
+	for j := (i + 1) & mask; t.slots[j].id != 0; j = (j + 1) & mask {
+		k := t.home(t.slots[j].kg)
+		if i <= j {
+			if i < k && k <= j {
+				continue
+			}
+		} else if i < k || k <= j {
+			continue
+		}
+		t.slots[i] = t.slots[j]
+		i = j
+	}
+	t.slots[i] = kgSlot{}
+	t.n--
+}
+
+func (t *kgIndex) grow() {
+	size := max(2*len(t.slots), 1024)
+	old := t.slots
+	t.slots = make([]kgSlot, size)
+	t.shift = uint(64 - log2(size))
+	t.n = 0
+	for _, s := range old {
+		if s.id != 0 {
+			t.put(s.kg, s.id-1)
+		}
+	}
 }

@@ -193,6 +193,13 @@ func resizeB(s []bool, n int) []bool {
 	return s[:n]
 }
 
+func resizeU8(s []uint8, n int) []uint8 {
+	if cap(s) < n {
+		return make([]uint8, n)
+	}
+	return s[:n]
+}
+
 func resizeU(s []uint64, n int) []uint64 {
 	if cap(s) < n {
 		return make([]uint64, n)

@@ -183,23 +183,23 @@ type Generator struct {
 	lastGraph   *accessgraph.Graph
 	lastGen     uint64
 
-	// scratch
-	cohortOf []int32   // graph NodeID → index in cohorts (valid where tracked)
-	tracked  []uint64  // bitset of graph NodeIDs in a cohort
-	maxW     []float64 // graph NodeID → heaviest edge (M, see Config.Significance), as of the last Step
-	maxNext  []float64 // M being computed by this Step's edge pass
-	maxUse   []float64 // M this Step uses
-	maxGen   uint64    // graph IDGeneration()+1 for which maxW is valid (0: none)
+	// scratch, per graph NodeID. The edge pass visits every edge and
+	// reads its endpoints' state: a record per id (rather than an array per
+	// field) costs at most two cache misses per endpoint (maxM, node) where
+	// eight arrays cost eight at a million key groups. Each holds at most
+	// NumIDs ≤ accessgraph's MaxNodes entries (node: 48 bytes, maxM: 16).
+	tracked  []uint64     // bitset of graph NodeIDs in a cohort
+	node     []nodeStat   // per graph NodeID, valid where tracked
+	maxM     [][2]float64 // per graph NodeID: M (heaviest edge, see Config.Significance); [maxCur] for the next Step
+	maxCur   int          // index in maxM of the M the next Step uses
+	maxUse   int          // index in maxM of the M this Step uses (significant)
+	maxLen   int          // NumIDs when the Ms were last computed
+	maxGen   uint64       // graph IDGeneration()+1 for which the Ms are valid (0: none)
 	maxGraph *accessgraph.Graph
 	sigIn    []uint64  // bitset of graph NodeIDs with a significant edge inside their cohort
-	fIn      []float64 // graph NodeID → fast edge weight inside its cohort (this Step)
-	fTot     []float64 // graph NodeID → fast edge weight in total
-	sIn      []float64 // graph NodeID → decayed edge weight inside its cohort
-	sTot     []float64 // graph NodeID → decayed edge weight in total
 	fIntra   []float64 // per cohort position: fast edge weight inside (this Step)
 	fastK    float64   // graph's FastScale this Step
 	movedAt  uint64    // last tick a member was detached for moved co-access (0: never)
-	localIdx []int32   // graph NodeID → member index
 	pairs    pairTable
 	lg       localGraph
 	inA      []bool
@@ -207,7 +207,8 @@ type Generator struct {
 	sIntra   []float64
 	sExt     []float64
 	sSize    []int32
-	sSlow    []bool
+	sSlow    []uint8
+	sSeam    []seamStat
 	admitBuf []admitCand
 	ranked   []*cohort
 	best     []float64
@@ -281,8 +282,7 @@ func (gen *Generator) Step(g *accessgraph.Graph) Output {
 	ev := &gen.ev
 	out := Output{Tick: gen.tick}
 
-	gen.refresh(g)
-	gen.index(g)
+	gen.refresh(g) // and index
 	gen.admit(g)
 	gen.sorted = len(gen.cohorts)
 	gen.schedule()
@@ -383,13 +383,17 @@ func (gen *Generator) Step(g *accessgraph.Graph) Output {
 }
 
 // refresh re-reads members' weights, drops cold members and retires empty
-// cohorts.
+// cohorts; and, in the same pass over the cohorts, does what index does.
 func (gen *Generator) refresh(g *accessgraph.Graph) {
 	drop := gen.cfg.DropFactor * gen.cfg.MinWeight
 	// Cached graph ids stay valid while the graph removed no key group.
 	verify := g != gen.lastGraph || g.IDGeneration() != gen.lastGen
 	gen.lastGraph, gen.lastGen = g, g.IDGeneration()
+	gen.resizeIndex(g)
+	node, tracked := gen.node, gen.tracked
+	live := int32(0) // position of c once compact removed the dead
 	for _, c := range gen.cohorts {
+		wasDead := c.dead // none between Steps; such a cohort is not indexed
 		c.touched, c.check, c.merged, c.into = false, false, false, nil
 		c.w = 0
 		c.sideW = [2]float64{}
@@ -413,15 +417,24 @@ func (gen *Generator) refresh(g *accessgraph.Graph) {
 				continue
 			}
 			c.kgs[k], c.gids[k], c.mw[k] = kg, gid, w
+			side := uint8(0)
 			if c.stray != nil {
 				c.stray[k] = c.stray[j]
 			}
 			if c.seam {
 				c.side[k] = c.side[j]
 				c.sideW[c.side[k]] += w
+				side = c.side[k]
+			}
+			if gid >= 0 && !wasDead {
+				node[gid].track(live, int32(k), side)
+				tracked[gid>>6] |= 1 << (gid & 63)
 			}
 			c.w += w
 			k++
+		}
+		if k > 0 && !wasDead {
+			live++
 		}
 		if k != len(c.kgs) {
 			c.kgs, c.gids, c.mw = c.kgs[:k], c.gids[:k], c.mw[:k]
@@ -438,6 +451,11 @@ func (gen *Generator) refresh(g *accessgraph.Graph) {
 			if k == 0 {
 				c.dead = true
 			}
+		}
+		if k < 2 {
+			// A cohort of one has no strays (detach skips it without
+			// reading it; see detach).
+			c.stray = nil
 		}
 	}
 	gen.compact()
@@ -459,29 +477,37 @@ func (gen *Generator) compact() {
 
 // index maps graph ids to cohort positions and member indices: a bitset
 // of tracked ids (small enough to stay in cache at a million key groups)
-// guards cohortOf and localIdx, which are written for members only.
+// guards node, which is written for members only (refresh does the same
+// within its pass; PrepareRefine calls index).
 func (gen *Generator) index(g *accessgraph.Graph) {
-	n := g.NumIDs()
-	if cap(gen.cohortOf) < n {
-		gen.cohortOf = make([]int32, n, n+n/4)
-		gen.localIdx = make([]int32, n, n+n/4)
+	gen.resizeIndex(g)
+	for i, c := range gen.cohorts {
+		for j, gid := range c.gids {
+			if gid >= 0 {
+				side := uint8(0)
+				if c.seam {
+					side = c.side[j]
+				}
+				gen.node[gid].track(int32(i), int32(j), side)
+				gen.tracked[gid>>6] |= 1 << (gid & 63)
+			}
+		}
 	}
-	gen.cohortOf, gen.localIdx = gen.cohortOf[:n], gen.localIdx[:n]
+}
+
+// resizeIndex sizes node and tracked for g's ids and clears tracked.
+func (gen *Generator) resizeIndex(g *accessgraph.Graph) {
+	n := g.NumIDs()
+	if cap(gen.node) < n {
+		gen.node = make([]nodeStat, n, n+n/4)
+	}
+	gen.node = gen.node[:n]
 	words := (n + 63) / 64
 	if cap(gen.tracked) < words {
 		gen.tracked = make([]uint64, words)
 	}
 	gen.tracked = gen.tracked[:words]
 	clear(gen.tracked)
-	for i, c := range gen.cohorts {
-		for j, gid := range c.gids {
-			if gid >= 0 {
-				gen.cohortOf[gid] = int32(i)
-				gen.localIdx[gid] = int32(j)
-				gen.tracked[gid>>6] |= 1 << (gid & 63)
-			}
-		}
-	}
 }
 
 // slotOf returns the position in cohorts of the cohort holding graph id
@@ -490,8 +516,37 @@ func (gen *Generator) slotOf(gid accessgraph.NodeID) int32 {
 	if gen.tracked[gid>>6]&(1<<(gid&63)) == 0 {
 		return -1
 	}
-	return gen.cohortOf[gid]
+	return gen.node[gid].slot
 }
+
+// nodeStat is a tracked key group's state in a Step: its cohort and
+// member index (set with track, which zeroes the sums), and its edge
+// weights summed by the edge pass. 48 bytes.
+type nodeStat struct {
+	fIn, fTot float64 // fast edge weight inside its cohort, in total
+	sIn, sTot float64 // decayed edge weight inside its cohort, in total
+	slot      int32   // position in cohorts
+	local     int32   // member index
+	side      uint8   // seam side (cohort.side), when its cohort is a seam
+}
+
+// track records a tracked key group's place and zeroes its sums.
+func (n *nodeStat) track(slot, local int32, side uint8) {
+	n.fIn, n.fTot, n.sIn, n.sTot = 0, 0, 0, 0
+	n.slot, n.local, n.side = slot, local, side
+}
+
+// seamStat is a seam cohort's edge weights, summed by the edge pass.
+type seamStat struct {
+	cut  float64
+	side [2]float64
+}
+
+// Flags of a cohort the edge pass handles beyond the common case.
+const (
+	slowSeam  = 1 << iota // a seam: sum its seamStat
+	slowCheck             // its cut is computed: collect its internal edges
+)
 
 // admit turns hot key groups that are in no cohort into singleton cohorts,
 // hottest first, up to MaxTrackedKGs. It expects index to be current and
@@ -553,8 +608,7 @@ func (gen *Generator) admit(g *accessgraph.Graph) {
 	for _, cd := range cands {
 		c := &cohort{id: gen.newID(), kgs: []control.KeyGroup{cd.kg}, gids: []accessgraph.NodeID{cd.gid},
 			mw: []float64{cd.w}, w: cd.w, version: 1}
-		gen.cohortOf[cd.gid] = int32(len(gen.cohorts))
-		gen.localIdx[cd.gid] = 0
+		gen.node[cd.gid].track(int32(len(gen.cohorts)), 0, 0)
 		gen.tracked[cd.gid>>6] |= 1 << (cd.gid & 63)
 		gen.cohorts = append(gen.cohorts, c)
 		gen.byID[c.id] = c
@@ -609,7 +663,12 @@ func (gen *Generator) edgePass(g *accessgraph.Graph) {
 	intra := resizeF(gen.sIntra, n)
 	ext := resizeF(gen.sExt, n)
 	size := resizeI(gen.sSize, n)
-	slow := resizeB(gen.sSlow, n) // seam or check: handled via the struct
+	slow := resizeU8(gen.sSlow, n) // slowSeam, slowCheck
+	seam := gen.sSeam[:0]
+	if cap(seam) < n {
+		seam = make([]seamStat, 0, n)
+	}
+	seam = seam[:n]
 	clear(intra)
 	clear(ext)
 	fIntra := resizeF(gen.fIntra, n)
@@ -621,11 +680,18 @@ func (gen *Generator) edgePass(g *accessgraph.Graph) {
 		c.edges = c.edges[:0]
 		c.statsTick = gen.tick
 		size[i] = int32(len(c.kgs))
-		slow[i] = c.seam || c.check
+		slow[i] = 0
+		if c.seam {
+			slow[i] |= slowSeam
+			seam[i] = seamStat{}
+		}
+		if c.check {
+			slow[i] |= slowCheck
+		}
 	}
 	gen.pairs.reset()
 	maxSize := int32(gen.cfg.MaxCohortSize)
-	cohortOf, localIdx, cohorts, tracked := gen.cohortOf, gen.localIdx, gen.cohorts, gen.tracked
+	node, cohorts, tracked := gen.node, gen.cohorts, gen.tracked
 	alpha := g.Config().AlphaWR
 	edges := g.EdgeList()
 	// M(x), each key group's heaviest edge, is the previous Step's (the
@@ -633,71 +699,86 @@ func (gen *Generator) edgePass(g *accessgraph.Graph) {
 	// instead of two), recomputed first when graph ids were reassigned or
 	// on the first Step. This pass computes the next Step's.
 	nIDs := g.NumIDs()
-	stale := gen.maxGen != g.IDGeneration()+1 || gen.maxGraph != g || len(gen.maxW) != nIDs
-	mx, next := resizeF(gen.maxW, nIDs), resizeF(gen.maxNext, nIDs)
+	stale := gen.maxGen != g.IDGeneration()+1 || gen.maxGraph != g || gen.maxLen != nIDs
+	if cap(gen.maxM) < nIDs {
+		gen.maxM = make([][2]float64, nIDs, nIDs+nIDs/4)
+	}
+	mm := gen.maxM[:nIDs]
+	cur := gen.maxCur
 	if stale {
-		clear(mx)
+		cur = 0
+		for i := range mm {
+			mm[i][0] = 0
+		}
 		for _, e := range edges {
 			u, v := accessgraph.EdgeEnds(e.Key)
 			w := e.WW + alpha*e.WR
-			mx[u] = max(mx[u], w)
-			mx[v] = max(mx[v], w)
+			mm[u][0] = max(mm[u][0], w)
+			mm[v][0] = max(mm[v][0], w)
 		}
 	}
-	clear(next)
+	// The next Step's M is this pass's maximum over the same edges: when
+	// stale, that is what was just computed (same weights, and a maximum
+	// does not depend on order), so the pass below need not recompute it.
+	nx := 1 - cur
+	if stale {
+		nx = cur
+	} else {
+		for i := range mm {
+			mm[i][nx] = 0
+		}
+	}
 	sigIn := resizeU(gen.sigIn, len(tracked))
 	clear(sigIn)
-	fIn, fTot := resizeF(gen.fIn, nIDs), resizeF(gen.fTot, nIDs)
-	sIn, sTot := resizeF(gen.sIn, nIDs), resizeF(gen.sTot, nIDs)
-	clear(fIn)
-	clear(fTot)
-	clear(sIn)
-	clear(sTot)
 	gen.fastK = g.FastScale()
 	sigma := gen.cfg.Significance
 	for _, e := range edges {
 		u, v := accessgraph.EdgeEnds(e.Key)
 		w := e.WW + alpha*e.WR
-		next[u] = max(next[u], w)
-		next[v] = max(next[v], w)
+		mu, mv := &mm[u], &mm[v]
+		if !stale {
+			mu[nx] = max(mu[nx], w)
+			mv[nx] = max(mv[nx], w)
+		}
 		if tracked[u>>6]&(1<<(u&63)) == 0 || tracked[v>>6]&(1<<(v&63)) == 0 {
 			continue
 		}
-		cu, cv := cohortOf[u], cohortOf[v]
-		lighter := min(mx[u], mx[v])
+		nu, nv := &node[u], &node[v]
+		cu, cv := nu.slot, nv.slot
+		lighter := min(mu[cur], mv[cur])
 		sig := w >= sigma*lighter
 		f := e.Fast
-		fTot[u] += f
-		fTot[v] += f
-		sTot[u] += w
-		sTot[v] += w
+		nu.fTot += f
+		nv.fTot += f
+		nu.sTot += w
+		nv.sTot += w
 		if cu == cv {
 			intra[cu] += w
 			fIntra[cu] += f
-			fIn[u] += f
-			fIn[v] += f
-			sIn[u] += w
-			sIn[v] += w
+			nu.fIn += f
+			nv.fIn += f
+			nu.sIn += w
+			nv.sIn += w
 			// Hysteresis: a member stays while it keeps an edge of half
 			// the weight that lets a pair merge.
 			if w >= keepSignificance*sigma*lighter {
 				sigIn[u>>6] |= 1 << (u & 63)
 				sigIn[v>>6] |= 1 << (v & 63)
 			}
-			if !slow[cu] {
+			fl := slow[cu]
+			if fl == 0 {
 				continue
 			}
-			c := cohorts[cu]
-			if c.seam {
-				su, sv := c.side[localIdx[u]], c.side[localIdx[v]]
-				if su != sv {
-					c.seamCut += w
+			if fl&slowSeam != 0 {
+				if su, sv := nu.side, nv.side; su != sv {
+					seam[cu].cut += w
 				} else {
-					c.sideIntra[su] += w
+					seam[cu].side[su&1] += w
 				}
 			}
-			if c.check {
-				c.edges = append(c.edges, ledge{localIdx[u], localIdx[v], w})
+			if fl&slowCheck != 0 {
+				c := cohorts[cu]
+				c.edges = append(c.edges, ledge{nu.local, nv.local, w})
 			}
 			continue
 		}
@@ -711,19 +792,23 @@ func (gen *Generator) edgePass(g *accessgraph.Graph) {
 	}
 	for i, c := range gen.cohorts {
 		c.intra, c.ext = intra[i], ext[i]
+		if slow[i]&slowSeam != 0 {
+			c.seamCut, c.sideIntra = seam[i].cut, seam[i].side
+		}
 	}
-	gen.sIntra, gen.sExt, gen.sSize, gen.sSlow = intra, ext, size, slow
-	// mx stays this Step's M (significant, prepare); next becomes the
-	// next Step's, and mx's buffer the next pass's scratch.
-	gen.maxUse, gen.maxW, gen.maxNext, gen.sigIn = mx, next, mx, sigIn
-	gen.fIn, gen.fTot, gen.sIn, gen.sTot, gen.fIntra = fIn, fTot, sIn, sTot, fIntra
+	gen.sIntra, gen.sExt, gen.sSize, gen.sSlow, gen.sSeam = intra, ext, size, slow, seam
+	// m[cur] stays this Step's M (significant, prepare); m[nx] becomes
+	// the next Step's.
+	gen.maxM, gen.maxUse, gen.maxCur, gen.maxLen, gen.sigIn = mm, cur, nx, nIDs, sigIn
+	gen.fIntra = fIntra
 	gen.maxGen, gen.maxGraph = g.IDGeneration()+1, g
 }
 
 // significant reports whether an edge of weight w between graph ids u and
 // v is significant under this Step's M (see Config.Significance).
 func (gen *Generator) significant(u, v accessgraph.NodeID, w float64) bool {
-	return w >= gen.cfg.Significance*min(gen.maxUse[u], gen.maxUse[v])
+	use := gen.maxUse
+	return w >= gen.cfg.Significance*min(gen.maxM[u][use], gen.maxM[v][use])
 }
 
 // detach counts, for every member of a cohort of two or more, the
@@ -734,7 +819,15 @@ func (gen *Generator) significant(u, v accessgraph.NodeID, w float64) bool {
 func (gen *Generator) detach() {
 	persist := gen.cfg.PersistWindows
 	n := len(gen.cohorts)
+	size := gen.sSize // the edge pass's len(kgs) per position
 	for ci := 0; ci < n; ci++ {
+		// No cohort is dead or touched before detach (refresh cleared
+		// touched and compacted the dead; admit and schedule do neither),
+		// and refresh left a cohort of one without strays: skip those
+		// without reading them (most cohorts are singletons).
+		if size[ci] < 2 {
+			continue
+		}
 		c := gen.cohorts[ci]
 		if c.dead || c.touched || len(c.kgs) < 2 {
 			c.stray = nil
@@ -910,7 +1003,8 @@ const (
 
 // coAccessMoved judges member gid's recent co-access (see movedLow).
 func (gen *Generator) coAccessMoved(gid accessgraph.NodeID) moveVerdict {
-	sIn, sTot, fIn, fTot := gen.sIn[gid], gen.sTot[gid], gen.fIn[gid], gen.fTot[gid]
+	n := &gen.node[gid]
+	sIn, sTot, fIn, fTot := n.sIn, n.sTot, n.fIn, n.fTot
 	fIn, fTot = fIn*gen.fastK, fTot*gen.fastK
 	if !(sIn > 0) || !(fTot >= movedActive*sTot) || sTot < movedMinWeight*gen.cfg.MinWeight {
 		return stayed

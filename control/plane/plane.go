@@ -127,6 +127,7 @@ type Loop struct {
 	cur     *control.OwnerMap
 	owners  map[control.KeyGroup]int
 	homes   []accessgraph.Home
+	ws      []float64 // per key group of the tick's cohorts: W (scratch)
 	// final is the planned map held back by EvictBeforeMove.
 	final *control.OwnerMap
 }
@@ -185,8 +186,9 @@ func (l *Loop) Tick(in TickInput) (Decision, error) {
 	out := l.gen.Step(l.graph)
 	cohorts := out.Cohorts
 	pin := ownership.Input{Tick: in.Tick, Nodes: l.cfg.Nodes, State: in.State, Unsettled: in.Unsettled,
-		InFlight: in.InFlight, Capacity: in.Capacity, Owners: l.inheritOwners(cohorts)}
-	pin.Cohorts, l.homes = PlannerCohorts(l.graph, cohorts, l.cfg.Nodes, l.homes)
+		InFlight: in.InFlight, Capacity: in.Capacity}
+	pin.Cohorts, l.homes, l.ws = plannerCohorts(l.graph, cohorts, l.cfg.Nodes, l.homes, l.ws[:0])
+	pin.Owners = l.inheritOwners(cohorts, l.ws)
 	plan, err := l.planner.Plan(pin)
 	if err != nil {
 		return Decision{}, fmt.Errorf("plane: %w", err)
@@ -290,12 +292,15 @@ func (l *Loop) diff(next *control.OwnerMap) []Move {
 	return moves
 }
 
-// inheritOwners gives each cohort its current owner (see InheritOwners).
-func (l *Loop) inheritOwners(cohorts []control.Cohort) map[control.CohortID]int {
-	return InheritOwners(cohorts, l.cfg.Nodes, l.graph.W, func(kg control.KeyGroup) (int, bool) {
-		o, ok := l.owners[kg]
-		return o, ok
-	})
+// inheritOwners gives each cohort its current owner (see InheritOwners),
+// with the key groups' write weights ws (PlannerCohorts's, in the order of
+// the cohorts' key groups) instead of graph look-ups.
+func (l *Loop) inheritOwners(cohorts []control.Cohort, ws []float64) map[control.CohortID]int {
+	return inheritOwners(cohorts, l.cfg.Nodes, func(k int, _ control.KeyGroup) float64 { return ws[k] },
+		func(kg control.KeyGroup) (int, bool) {
+			o, ok := l.owners[kg]
+			return o, ok
+		})
 }
 
 // InheritOwners gives each cohort its current owner: the node owning the
@@ -306,8 +311,16 @@ func (l *Loop) inheritOwners(cohorts []control.Cohort) map[control.CohortID]int 
 // with no owned key group are left out (unowned).
 func InheritOwners(cohorts []control.Cohort, nodes int, w func(control.KeyGroup) float64,
 	ownerOf func(control.KeyGroup) (int, bool)) map[control.CohortID]int {
+	return inheritOwners(cohorts, nodes, func(_ int, kg control.KeyGroup) float64 { return w(kg) }, ownerOf)
+}
+
+// inheritOwners is InheritOwners with w given the key group's index k in
+// the concatenation of the cohorts' key groups.
+func inheritOwners(cohorts []control.Cohort, nodes int, w func(k int, kg control.KeyGroup) float64,
+	ownerOf func(control.KeyGroup) (int, bool)) map[control.CohortID]int {
 	owners := make(map[control.CohortID]int, len(cohorts))
 	share := make([]float64, nodes)
+	k := 0
 	for _, c := range cohorts {
 		clear(share)
 		found := false
@@ -315,9 +328,10 @@ func InheritOwners(cohorts []control.Cohort, nodes int, w func(control.KeyGroup)
 			if o, ok := ownerOf(kg); ok && o >= 0 && o < len(share) {
 				// The tiny constant lets a cohort of weightless key groups
 				// still inherit their owner.
-				share[o] += w(kg) + 1e-9
+				share[o] += w(k, kg) + 1e-9
 				found = true
 			}
+			k++
 		}
 		if !found {
 			continue
@@ -338,21 +352,42 @@ func InheritOwners(cohorts []control.Cohort, nodes int, w func(control.KeyGroup)
 // its share of the cluster's fallback CAS traffic. homes is scratch space,
 // returned for reuse.
 func PlannerCohorts(g *accessgraph.Graph, cohorts []control.Cohort, nodes int, homes []accessgraph.Home) ([]ownership.CohortStats, []accessgraph.Home) {
+	out, homes, _ := plannerCohorts(g, cohorts, nodes, homes, nil)
+	return out, homes
+}
+
+// plannerCohorts is PlannerCohorts; it also appends each key group's write
+// weight to ws (in the order of the cohorts' key groups) and returns it.
+// One id look-up per key group instead of one per accessor; the home
+// distribution is read in storage order (each CN's entry is added once per
+// key group, so the order of the sums does not change).
+func plannerCohorts(g *accessgraph.Graph, cohorts []control.Cohort, nodes int, homes []accessgraph.Home, ws []float64) ([]ownership.CohortStats, []accessgraph.Home, []float64) {
 	out := make([]ownership.CohortStats, 0, len(cohorts))
 	cas := make([]float64, len(cohorts))
+	// One backing array for every cohort's HomeWeight.
+	hw := make([]float64, nodes*len(cohorts))
 	totalCAS := 0.0
 	for ci, c := range cohorts {
-		cs := ownership.CohortStats{ID: c.ID, KeyGroups: c.KeyGroups, HomeWeight: make([]float64, nodes)}
+		cs := ownership.CohortStats{ID: c.ID, KeyGroups: c.KeyGroups, HomeWeight: hw[ci*nodes : (ci+1)*nodes : (ci+1)*nodes]}
 		for _, kg := range c.KeyGroups {
-			w := g.W(kg)
+			id, ok := g.ID(kg)
+			if !ok {
+				// Unknown: W, homes and fallback CAS are all 0.
+				cs.W += 0
+				cas[ci] += 0
+				ws = append(ws, 0)
+				continue
+			}
+			w := g.WOf(id)
+			ws = append(ws, w)
 			cs.W += w
-			homes = g.HomeDist(kg, homes[:0])
+			homes = g.HomesOf(id, homes[:0])
 			for _, h := range homes {
 				if h.Node >= 0 && h.Node < nodes {
 					cs.HomeWeight[h.Node] += w * h.P
 				}
 			}
-			cas[ci] += g.FallbackCAS(kg)
+			cas[ci] += g.FallbackCASOf(id)
 		}
 		totalCAS += cas[ci]
 		out = append(out, cs)
@@ -362,7 +397,7 @@ func PlannerCohorts(g *accessgraph.Graph, cohorts []control.Cohort, nodes int, h
 			out[i].FallbackCASShare = cas[i] / totalCAS
 		}
 	}
-	return out, homes
+	return out, homes, ws
 }
 
 // sameAssignment reports equal assignments (epochs aside).
