@@ -2,7 +2,6 @@ package actors
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"sync"
@@ -22,48 +21,6 @@ import (
 	"github.com/aura-runtime/aura/workload"
 	"github.com/aura-runtime/aura/workload/tpcc"
 )
-
-// inProcess connects nodes of one process: owner RPCs and OwnerMap pushes
-// are direct calls into the peer node (what its owner and ownermap actors
-// do), so several nodes share a process without protoactor remote.
-type inProcess struct {
-	mu    sync.RWMutex
-	nodes map[string]*Node
-}
-
-func (c *inProcess) node(name string) (*Node, error) {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	n := c.nodes[name]
-	if n == nil {
-		return nil, fmt.Errorf("no node %q", name)
-	}
-	return n, nil
-}
-
-func (c *inProcess) Lock(_ context.Context, node string, req *messages.LockRequest) (*messages.LockReply, error) {
-	n, err := c.node(node)
-	if err != nil {
-		return nil, err
-	}
-	return n.HandleLock(req), nil
-}
-
-func (c *inProcess) Unlock(_ context.Context, node string, req *messages.UnlockRequest) (*messages.UnlockReply, error) {
-	n, err := c.node(node)
-	if err != nil {
-		return nil, err
-	}
-	return n.HandleUnlock(req), nil
-}
-
-func (c *inProcess) Push(_ context.Context, node string, p *messages.OwnerMapPush) (*messages.OwnerMapAck, error) {
-	n, err := c.node(node)
-	if err != nil {
-		return nil, err
-	}
-	return n.HandleOwnerMapPush(p), nil
-}
 
 // TestClusterLearnsOwnership runs TPC-C on three nodes with the owner path
 // and a planner: the nodes' profilers feed the planner, which publishes
@@ -96,7 +53,7 @@ func TestClusterLearnsOwnership(t *testing.T) {
 	}
 
 	names := []string{"cn-0", "cn-1", "cn-2"}
-	net := &inProcess{nodes: map[string]*Node{}}
+	net := NewInProcess()
 	psys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
 	defer psys.Shutdown()
 	pcfg := planner.DefaultConfig("cn-0", len(names))
@@ -128,9 +85,7 @@ func TestClusterLearnsOwnership(t *testing.T) {
 		}
 		defer n.Close()
 		nodes = append(nodes, n)
-		net.mu.Lock()
-		net.nodes[name] = n
-		net.mu.Unlock()
+		net.Add(n)
 	}
 
 	// Clients: each routes its transactions with its own router over the

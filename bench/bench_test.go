@@ -75,8 +75,13 @@ func TestTPCCAtomicsPerTransaction(t *testing.T) {
 	if res.Checks["tpcc_consistency"] != "pass" {
 		t.Fatalf("consistency: %v", res.Checks)
 	}
-	if res.AtomicPerTxn < 14 || res.AtomicPerTxn > 22 {
-		t.Errorf("atomics/txn %.2f, want about 18", res.AtomicPerTxn)
+	// Weighted by the spec mix rather than the sampled one: a short run (a
+	// few hundred transactions under -race on a loaded machine) may sample
+	// Delivery's 140 atomics a few times more or less than 4%.
+	if a, ok := specMixAtomics(res); !ok {
+		t.Logf("not every transaction type completed (%d in all): spec-mix atomics not checked", res.Committed)
+	} else if a < 14 || a > 22 {
+		t.Errorf("atomics/txn at the spec mix %.2f (sampled mix %.2f), want about 18", a, res.AtomicPerTxn)
 	}
 	if no := res.ByType["new_order"]; no == nil || no.LocksPerTxn < 20 || no.LocksPerTxn > 28 {
 		t.Errorf("new_order: %+v, want ≈ 24 locks", no)
@@ -84,6 +89,23 @@ func TestTPCCAtomicsPerTransaction(t *testing.T) {
 	if p := res.ByType["payment"]; p == nil || p.LocksPerTxn < 4 || p.LocksPerTxn > 4.5 {
 		t.Errorf("payment: %+v, want 4 locks", p)
 	}
+}
+
+// specMix is TPC-C's transaction mix (clause 5.2.3: 45/43/4/4/4).
+var specMix = map[string]float64{"new_order": 0.45, "payment": 0.43, "order_status": 0.04, "delivery": 0.04, "stock_level": 0.04}
+
+// specMixAtomics returns the memory-node atomics per transaction of res's
+// per-type figures weighted by the spec mix, false if a type is missing.
+func specMixAtomics(res *Result) (float64, bool) {
+	sum := 0.0
+	for typ, share := range specMix {
+		ts := res.ByType[typ]
+		if ts == nil || ts.Committed+ts.RolledBack == 0 {
+			return 0, false
+		}
+		sum += share * ts.AtomicPerTxn
+	}
+	return sum, true
 }
 
 func TestBankTotalPasses(t *testing.T) {
@@ -104,8 +126,10 @@ func TestBankTotalPasses(t *testing.T) {
 }
 
 func TestUnknownModeRefused(t *testing.T) {
-	_, err := Run(context.Background(), Config{Mode: "aura", Workload: smallTPCC(t, 1), Dial: embedded(t)})
+	// oracle needs the whole workload ahead of time: the simulator has it,
+	// the bench does not.
+	_, err := Run(context.Background(), Config{Mode: "oracle", Workload: smallTPCC(t, 1), Dial: embedded(t)})
 	if err == nil {
-		t.Fatal("mode aura accepted before it exists")
+		t.Fatal("mode oracle accepted")
 	}
 }

@@ -2,7 +2,8 @@ package bench
 
 // Result is one mode's run, with the fields of the specification's JSON
 // contract, named exactly so. Fields of capabilities a mode does not have
-// (cohorts, migrations, manifest for mn-only) are present and zero.
+// (cohorts, migrations, manifest for mn-only; migrations for the fixed maps
+// of static and hash) are present and zero.
 type Result struct {
 	Mode          string                `json:"mode"`
 	Workload      string                `json:"workload"`
@@ -28,6 +29,23 @@ type Result struct {
 	ByType        map[string]*TypeStats `json:"by_type"`
 	Timeline      []Sample              `json:"timeline"`
 	Params        Params                `json:"params"`
+	// Planner is the planner actor's state at the end of an aura run.
+	Planner *PlannerStats `json:"planner,omitempty"`
+}
+
+// PlannerStats is the planner actor's state at the end of an aura run.
+type PlannerStats struct {
+	TickMs float64 `json:"tick_ms"`
+	Ticks  uint64  `json:"ticks"`
+	// Epoch is the last published OwnerMap epoch, Acked the last one every
+	// node acknowledged.
+	Epoch uint64 `json:"epoch"`
+	Acked uint64 `json:"acked"`
+	// Heartbeats applied; Dropped over the per-tick bound or rejected;
+	// Deferred ticks that planned nothing while an epoch awaited acks.
+	Heartbeats uint64 `json:"heartbeats"`
+	Dropped    uint64 `json:"dropped"`
+	Deferred   uint64 `json:"deferred"`
 }
 
 // Latency holds latency quantiles in microseconds, from a transaction's first
@@ -60,7 +78,10 @@ type Cohorts struct {
 	MinAfterWarmup int `json:"min_after_warmup"`
 }
 
-// Migrations describes ownership moves.
+// Migrations describes ownership moves. The embedded bench counts a cohort
+// installed on another node than the one that last owned one of its key
+// groups; FreezeP99Us stays 0 there, as the planner moves a cohort by
+// eviction and a later install (no freeze window to measure yet).
 type Migrations struct {
 	Count       uint64 `json:"count"`
 	FreezeP99Us uint64 `json:"freeze_p99_us"`
@@ -87,7 +108,9 @@ type TypeStats struct {
 	commitLocks    uint64
 }
 
-// Sample is one point of the timeline (one per second, warm-up included).
+// Sample is one point of the timeline (one per second, warm-up included):
+// the figures of the interval before TS, with Cohorts the published map's
+// cohorts at TS and Migrations the count since the start.
 type Sample struct {
 	TS            float64 `json:"t_s"`
 	ThroughputTPS float64 `json:"throughput_tps"`
@@ -108,4 +131,7 @@ type Params struct {
 	LoadS    float64 `json:"load_s"`
 	CheckS   float64 `json:"check_s"`
 	Workload any     `json:"workload_config,omitempty"`
+	// KeyGroups is the number of loaded key groups the fixed OwnerMap of
+	// static or hash places.
+	KeyGroups int `json:"key_groups,omitempty"`
 }

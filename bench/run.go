@@ -18,9 +18,26 @@ import (
 	"github.com/aura-runtime/aura/workload"
 )
 
-// Modes this package runs. The ownership modes (static, hash, aura, oracle)
-// need the cluster runtime and are refused until it exists.
-var Modes = []string{"mn-only"}
+// Modes this package runs, in the order a comparison lists them (SPEC §10):
+//
+//   - mn-only: every lock by MN CAS (FORD/Motor-style), no owner path;
+//   - static: one cohort per partition value of the workload's rule (TPC-C:
+//     a warehouse's key groups), owned by the partition's static node
+//     (warehouse % N; rendezvous hashing otherwise), transactions routed by
+//     the same rule; one fixed OwnerMap, no planner;
+//   - hash: one cohort per key group placed by rendezvous hashing, one
+//     fixed OwnerMap, no planner; transactions routed by the AffinityRouter
+//     over it;
+//   - aura: the planner actor learns cohorts and owners from the nodes'
+//     profiler heartbeats and publishes OwnerMaps; clients route with the
+//     AffinityRouter over their copy of the newest map.
+//
+// The oracle mode exists in the simulator only (aura sim).
+var Modes = []string{"mn-only", "static", "hash", "aura"}
+
+// DefaultPlannerTick is the planner's period in aura mode (and the nodes'
+// heartbeat period): SPEC §5's 100 ms.
+const DefaultPlannerTick = 100 * time.Millisecond
 
 // Config configures one benchmark run of one mode.
 type Config struct {
@@ -58,6 +75,10 @@ type Config struct {
 	Progress io.Writer
 	// ProgressEvery is the progress and timeline interval. Default 1 s.
 	ProgressEvery time.Duration
+	// PlannerTick is the planner's period in aura mode, and the nodes'
+	// heartbeat period in every mode with the owner path. Default
+	// DefaultPlannerTick.
+	PlannerTick time.Duration
 }
 
 func (c *Config) defaults() {
@@ -78,6 +99,9 @@ func (c *Config) defaults() {
 	}
 	if c.ProgressEvery == 0 {
 		c.ProgressEvery = time.Second
+	}
+	if c.PlannerTick == 0 {
+		c.PlannerTick = DefaultPlannerTick
 	}
 }
 
@@ -115,6 +139,9 @@ func (c *Config) Validate() error {
 	if c.MaxAttempts < 1 {
 		errs = append(errs, fmt.Errorf("bench: max attempts %d must be positive", c.MaxAttempts))
 	}
+	if c.PlannerTick < time.Millisecond {
+		errs = append(errs, fmt.Errorf("bench: planner tick %v, want ≥ 1ms", c.PlannerTick))
+	}
 	return errors.Join(errs...)
 }
 
@@ -146,8 +173,11 @@ func (s snapshot) done() uint64 { return s.committed + s.rolledBack }
 
 type statser interface{ Stats() rdma.Stats }
 
-// Run loads the workload, runs it on an embedded cluster of compute nodes
-// against the memory node, checks consistency, and returns the result.
+// Run loads the workload, runs it in cfg.Mode on an embedded cluster of
+// compute nodes against the memory node, checks consistency, and returns
+// the result. Every run loads the tables itself (unless SkipLoad): compare
+// modes on fresh memory nodes with the same seed, so that each starts from
+// the same data.
 func Run(ctx context.Context, cfg Config) (*Result, error) {
 	cfg.defaults()
 	if err := cfg.Validate(); err != nil {
@@ -166,12 +196,24 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	res := &Result{Mode: cfg.Mode, Workload: wl.Name(), CNs: cfg.CNs, Checks: map[string]any{},
 		ByType: map[string]*TypeStats{}, Params: Params{Seed: cfg.Seed, Clients: cfg.Clients,
 			WarmupS: cfg.Warmup.Seconds(), MN: cfg.MN, RateTPS: cfg.RateTPS}}
+	// The fixed maps of static and hash place every loaded key group: count
+	// them while loading.
+	var cen *census
+	if cfg.Mode == "static" || cfg.Mode == "hash" {
+		cen = newCensus(wl.Rule())
+	}
 	if !cfg.SkipLoad {
 		start := time.Now()
 		if cfg.Progress != nil {
 			fmt.Fprintf(cfg.Progress, "loading %s tables…\n", wl.Name())
 		}
-		loaded, err := store.LoadOnce(ctx, layout, base, func(ctx context.Context, l *store.Loader) error { return wl.Load(ctx, l) })
+		loaded, err := store.LoadOnce(ctx, layout, base, func(ctx context.Context, l *store.Loader) error {
+			var ins workload.Inserter = l
+			if cen != nil {
+				ins = cen.inserter(l)
+			}
+			return wl.Load(ctx, ins)
+		})
 		if err != nil {
 			return nil, fmt.Errorf("bench: load: %w", err)
 		}
@@ -186,34 +228,29 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		if err := store.CheckLoaded(ctx, base); err != nil {
 			return nil, fmt.Errorf("bench: %w", err)
 		}
+		if cen != nil {
+			// The loader is deterministic: replaying it names the key
+			// groups of the tables loaded earlier.
+			if err := wl.Load(ctx, cen.inserter(discard{})); err != nil {
+				return nil, fmt.Errorf("bench: key group census: %w", err)
+			}
+		}
 	}
-	var devs []rdma.Device
-	var nodes []*actors.Node
-	defer func() {
-		for _, n := range nodes {
-			n.Close()
+	if cen != nil {
+		kgs, _, mixed := cen.keyGroups()
+		res.Params.KeyGroups = len(kgs)
+		if mixed && cfg.Mode == "static" && cfg.Progress != nil {
+			fmt.Fprintf(cfg.Progress, "static: key groups span several partitions (e.g. TPC-C's legacy encoding): each is owned by the node of the partition holding most of its records\n")
 		}
-		for _, d := range devs {
-			d.Close()
-		}
-	}()
-	for i := range cfg.CNs {
-		dev, err := cfg.Dial(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("bench: memory node: %w", err)
-		}
-		devs = append(devs, dev)
-		ncfg := actors.DefaultNodeConfig(fmt.Sprintf("cn-%d", i+1))
-		ncfg.ID = uint32(i + 1)
-		ncfg.Coordinators = cfg.CoordinatorsPerCN
-		n, err := actors.NewNode(ncfg, dev, layout, wl)
-		if err != nil {
-			return nil, err
-		}
-		nodes = append(nodes, n)
 	}
+	cl, err := startCluster(ctx, cfg, layout, cen)
+	if err != nil {
+		return nil, err
+	}
+	defer cl.close()
+	devs := cl.devs
 
-	r := &runner{cfg: cfg, wl: wl, nodes: nodes, byType: map[string]*TypeStats{}}
+	r := &runner{cfg: cfg, wl: wl, cl: cl, nodes: cl.nodes, byType: map[string]*TypeStats{}}
 	r.start = time.Now()
 	r.warmEnd = r.start.Add(cfg.Warmup)
 	end := r.warmEnd.Add(cfg.Duration)
@@ -248,15 +285,27 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 				cur := r.c.snap()
 				d := cur.sub(prev)
 				s := sample(now.Sub(r.start), now.Sub(lastT), d)
+				s.Cohorts, s.Migrations = cl.cohorts(), cl.migrations.Load()
 				res.Timeline = append(res.Timeline, s)
+				res.Cohorts.Max = max(res.Cohorts.Max, s.Cohorts)
+				if !now.Before(r.warmEnd) && (!r.afterWarm || s.Cohorts < res.Cohorts.MinAfterWarmup) {
+					res.Cohorts.MinAfterWarmup, r.afterWarm = s.Cohorts, true
+				}
 				prev, lastT = cur, now
 				if cfg.Progress != nil {
 					phase := ""
 					if now.Before(r.warmEnd) {
 						phase = " (warm-up)"
 					}
-					fmt.Fprintf(cfg.Progress, "[%s %6.1fs] committed %d  tps %.0f  atomics/txn %.2f  local %.1f%%  aborts %d%s\n",
-						cfg.Mode, s.TS, cur.done(), s.ThroughputTPS, s.AtomicPerTxn, 100*s.LocalHit, cur.aborted, phase)
+					extra := ""
+					if cfg.Mode != "mn-only" {
+						extra = fmt.Sprintf("  cohorts %d", s.Cohorts)
+						if cfg.Mode == "aura" {
+							extra += fmt.Sprintf("  epoch %d", cl.manifest().Epoch)
+						}
+					}
+					fmt.Fprintf(cfg.Progress, "[%s %6.1fs] committed %d  tps %.0f  atomics/txn %.2f  local %.1f%%  aborts %d%s%s\n",
+						cfg.Mode, s.TS, cur.done(), s.ThroughputTPS, s.AtomicPerTxn, 100*s.LocalHit, cur.aborted, extra, phase)
 				}
 				if !now.Before(end) {
 					return
@@ -277,6 +326,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	rd := sumStats(devs).Sub(warmRDMA)
 	res.fill(total, elapsed, &r.lat)
 	res.RDMA = RDMA{Read: rd.Reads, Write: rd.Writes, CAS: rd.CAS, FAA: rd.FAA}
+	res.Cohorts.Final = cl.cohorts()
+	res.Migrations = Migrations{Count: cl.migrations.Load()}
+	res.Manifest = cl.manifest()
 	r.mu.Lock()
 	for name, ts := range r.byType {
 		if n := ts.Committed + ts.RolledBack; n > 0 {
@@ -292,12 +344,16 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := ctx.Err(); err != nil {
 		return res, err
 	}
-
-	// Quiesce, then check consistency through one-sided reads.
-	for _, n := range nodes {
-		n.Close()
+	if err := r.routeErr(); err != nil {
+		return res, err
 	}
-	nodes = nil
+	if res.Planner, err = cl.plannerStatus(); err != nil {
+		return res, err
+	}
+
+	// Quiesce (planner first: no push after this), then check consistency
+	// through one-sided reads.
+	cl.close()
 	checkStart := time.Now()
 	if cfg.Progress != nil {
 		fmt.Fprintf(cfg.Progress, "checking %s consistency…\n", wl.Name())
@@ -388,19 +444,26 @@ func (res *Result) addChecks(cs []workload.CheckResult) {
 
 // runner drives the clients of one run.
 type runner struct {
-	cfg     Config
-	wl      workload.Workload
-	nodes   []*actors.Node
-	start   time.Time
-	warmEnd time.Time
-	c       counters
-	lat     Histogram
-	mu      sync.Mutex
-	byType  map[string]*TypeStats
+	cfg   Config
+	wl    workload.Workload
+	cl    *cluster
+	nodes []*actors.Node
+	// afterWarm: the sampler took a sample after the warm-up.
+	afterWarm bool
+	// routeFail holds the first OwnerMap a client's router refused (a map
+	// the nodes installed must be routable: the run fails).
+	routeFail atomic.Pointer[error]
+	start     time.Time
+	warmEnd   time.Time
+	c         counters
+	lat       Histogram
+	mu        sync.Mutex
+	byType    map[string]*TypeStats
 }
 
 func (r *runner) client(id int, stop <-chan struct{}) {
 	gen := r.wl.NewGenerator(r.cfg.Seed, id)
+	route := r.newRoute()
 	rng := rand.New(rand.NewPCG(r.cfg.Seed, uint64(id)+1))
 	var interval time.Duration
 	if r.cfg.RateTPS > 0 {
@@ -429,14 +492,53 @@ func (r *runner) client(id int, stop <-chan struct{}) {
 		}
 		msg.TxnId = uint64(id+1)<<40 | seq
 		msg.Client = fmt.Sprintf("client-%d", id)
-		r.execute(msg, rng)
+		r.execute(r.nodes[route(msg)], msg, rng)
 	}
+}
+
+// newRoute returns one client's routing: the rule's static placement of the
+// transaction's home partition (mn-only, static), or the client's own
+// AffinityRouter over its copy of the newest OwnerMap the nodes installed
+// (hash, aura), scoring nodes by the write key groups the transaction's
+// footprint predicts; with no map yet it routes by the static placement.
+func (r *runner) newRoute() func(*messages.TxnSubmit) int {
+	rule, n := r.wl.Rule(), len(r.nodes)
+	if r.cfg.Mode == "mn-only" || r.cfg.Mode == "static" {
+		return func(msg *messages.TxnSubmit) int {
+			if i := r.cl.static(rule.Home(msg)); i >= 0 && i < n {
+				return i
+			}
+			return int(rule.Home(msg) % uint64(n))
+		}
+	}
+	rt := r.cl.router()
+	var kgs []uint64
+	return func(msg *messages.TxnSubmit) int {
+		if m := r.cl.published.Load(); m != nil {
+			if e, ok := rt.Epoch(); !ok || m.Epoch > e {
+				if err := rt.Install(m); err != nil {
+					r.routeFail.CompareAndSwap(nil, &err)
+				}
+			}
+		}
+		kgs = kgs[:0]
+		for _, ref := range r.wl.Footprint(msg).Writes {
+			kgs = append(kgs, rule.KeyGroup(ref))
+		}
+		return rt.Route(kgs, nil, rule.Home(msg), nil).Node
+	}
+}
+
+func (r *runner) routeErr() error {
+	if p := r.routeFail.Load(); p != nil {
+		return fmt.Errorf("bench: client router: %w", *p)
+	}
+	return nil
 }
 
 // execute runs one transaction to its final outcome, retrying aborts with
 // jittered exponential backoff (20 µs doubling to 2 ms) up to MaxAttempts.
-func (r *runner) execute(msg *messages.TxnSubmit, rng *rand.Rand) {
-	node := r.nodes[r.wl.Rule().Home(msg)%uint64(len(r.nodes))]
+func (r *runner) execute(node *actors.Node, msg *messages.TxnSubmit, rng *rand.Rand) {
 	kind := TxnType(msg)
 	start := time.Now()
 	backoff := 20 * time.Microsecond

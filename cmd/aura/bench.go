@@ -8,7 +8,9 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -40,6 +42,7 @@ type benchFlags struct {
 	jsonPath    string
 	quiet       bool
 	cpuProfile  string
+	plannerTick time.Duration
 }
 
 func newBenchCmd() *cobra.Command {
@@ -53,11 +56,34 @@ reports throughput, latency, lock paths and remote atomics per transaction,
 then checks the workload's consistency conditions.
 
 By default everything runs in this process on an emulated memory node; with
---mn it uses a separate 'aura mn' over TCP. Transactions finished during
---warmup are left out of the summary figures; the timeline keeps them.
+--mn it uses a separate 'aura mn' over TCP. The compute nodes always run in
+this process and reach each other's owner tables by direct calls (no network
+between them). Transactions finished during --warmup are left out of the
+summary figures; the timeline keeps them.
 
-Modes (comma list, run one after another on the same seed): ` + strings.Join(bench.Modes, ", ") + `.`,
+Modes (--mode, a comma list: run one after another on the same seed, each on
+a freshly loaded memory node, and compared in one table):
+  mn-only  every lock by a memory-node CAS (FORD/Motor-style); transactions
+           routed by the rule's static placement of their home partition
+           (TPC-C: warehouse % N, otherwise rendezvous hashing).
+  static   one cohort per partition value of the rule (TPC-C: all key groups
+           of warehouse w), owned by its static node (w % N, otherwise
+           rendezvous hashing); routing by the same rule. One fixed OwnerMap
+           pushed to every node before the run; no planner.
+  hash     one cohort per key group, placed by rendezvous hashing of the key
+           group; one fixed OwnerMap, no planner; routing by the
+           AffinityRouter (the node owning most of the write set).
+  aura     the planner actor learns cohorts and owners from the nodes'
+           profiler heartbeats every --planner-tick and publishes OwnerMaps;
+           clients route with the AffinityRouter over their copy of the
+           newest map. It starts from an empty map (all locks by MN CAS):
+           use a warm-up of a few seconds.
+The oracle mode exists in 'aura sim' only. The table's "tps vs mn-only"
+column appears when mn-only is among the modes. With --mn only one mode may
+run (a second would find the tables loaded and modified): restart 'aura mn'
+between modes.`,
 		Example: `  aura bench
+  aura bench --workload tpcc --mode mn-only,static,hash,aura --duration 20s --warmup 5s
   aura bench --workload tpcc --mode mn-only --duration 10s --json out.json
   aura bench --workload bank --duration 5s
   aura bench --mn 127.0.0.1:7070 --workload tpcc --warehouses 8`,
@@ -66,7 +92,8 @@ Modes (comma list, run one after another on the same seed): ` + strings.Join(ben
 	}
 	fl := cmd.Flags()
 	f.register(fl)
-	fl.StringSliceVar(&f.modes, "mode", []string{"mn-only"}, "lock/placement modes to run, comma separated ("+strings.Join(bench.Modes, ", ")+")")
+	fl.StringSliceVar(&f.modes, "mode", []string{"mn-only"}, "lock/placement modes to run one after another, comma separated ("+strings.Join(bench.Modes, ", ")+")")
+	fl.DurationVar(&f.plannerTick, "planner-tick", bench.DefaultPlannerTick, "aura mode: the planner's period, and every mode's profiler heartbeat period")
 	fl.StringVar(&f.mn, "mn", "", "address HOST:PORT of a running 'aura mn'; empty runs an embedded memory node")
 	fl.StringVar(&f.mnSize, "mn-size", "8GiB", "memory of the embedded memory node (suffixes KiB, MiB, GiB); pages are only touched as used")
 	fl.BoolVar(&f.costModel, "cost-model", false, "apply the NIC cost model (verb latency, 512-slot atomic serialisation) to the embedded memory node")
@@ -100,6 +127,15 @@ func runBench(cmd *cobra.Command, f *benchFlags) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
+	// A later mode with --mn would find the tables loaded and modified.
+	if f.mn != "" && len(f.modes) > 1 {
+		return errors.New("several modes against one --mn memory node are not supported: restart 'aura mn' between modes")
+	}
+	for _, m := range f.modes {
+		if !slices.Contains(bench.Modes, strings.TrimSpace(m)) {
+			return fmt.Errorf("--mode %q: not a mode (available: %s)", m, strings.Join(bench.Modes, ", "))
+		}
+	}
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	progress := progressWriter(cmd, f.quiet)
@@ -111,18 +147,18 @@ func runBench(cmd *cobra.Command, f *benchFlags) error {
 		}
 		cfg := bench.Config{Mode: strings.TrimSpace(mode), Workload: wl, Dial: dial, MN: label, CNs: f.cns,
 			Clients: clients, CoordinatorsPerCN: f.coords, Duration: f.duration, Warmup: f.warmup,
-			Seed: f.seed, RateTPS: f.rate, MaxAttempts: f.maxAttempts, Progress: progress}
+			Seed: f.seed, RateTPS: f.rate, MaxAttempts: f.maxAttempts, Progress: progress, PlannerTick: f.plannerTick}
 		res, err := bench.Run(ctx, cfg)
 		cleanup()
+		// The embedded memory node of this mode is garbage now: return its
+		// pages before the next mode loads its own (the tables of TPC-C at
+		// 16 warehouses take gigabytes).
+		debug.FreeOSMemory()
 		if err != nil {
 			return fmt.Errorf("mode %s: %w", mode, err)
 		}
 		res.Params.Workload = f.workloadFlags.config
 		results = append(results, res)
-		// A later mode with --mn would find the tables loaded and mutated.
-		if f.mn != "" && len(f.modes) > 1 {
-			return errors.New("several modes against one --mn memory node are not supported: restart 'aura mn' between modes")
-		}
 	}
 	printSummary(cmd.OutOrStdout(), results)
 	if err := writeResultsJSON(f.jsonPath, results); err != nil {
@@ -162,8 +198,9 @@ func (f *benchFlags) memoryNode() (func(context.Context) (rdma.Device, error), s
 }
 
 func printSummary(w io.Writer, results []*bench.Result) {
-	// Ratios against the mn-only baseline (throughput) and the oracle
-	// (remote lock operations) when those modes ran in the same invocation.
+	// Ratios against the mn-only baseline (throughput, atomics) and the
+	// oracle (remote lock operations; aura sim only) when those modes ran in
+	// the same invocation.
 	var base, oracle *bench.Result
 	for _, r := range results {
 		switch r.Mode {
@@ -187,7 +224,11 @@ func printSummary(w io.Writer, results []*bench.Result) {
 	if base != nil {
 		head += "tps vs mn-only\t"
 	}
-	head += "p50 µs\tp99 µs\tabort %\tatomics/txn\towner rpc/txn\tlocal hit\tremote locks/txn\t"
+	head += "p50 µs\tp99 µs\tabort %\tatomics/txn\t"
+	if base != nil {
+		head += "atomics vs mn-only\t"
+	}
+	head += "owner rpc/txn\tlocal hit\tremote locks/txn\t"
 	if oracle != nil {
 		head += "remote vs oracle\t"
 	}
@@ -198,8 +239,11 @@ func printSummary(w io.Writer, results []*bench.Result) {
 		if base != nil {
 			line += ratio(r.ThroughputTPS, base.ThroughputTPS) + "\t"
 		}
-		line += fmt.Sprintf("%d\t%d\t%.2f\t%.2f\t%.2f\t%.1f%%\t%.3f\t", r.LatencyUs.P50, r.LatencyUs.P99,
-			100*r.AbortRate, r.AtomicPerTxn, r.OwnerRPCPer, 100*r.LocalHit, r.RemoteLockOps)
+		line += fmt.Sprintf("%d\t%d\t%.2f\t%.2f\t", r.LatencyUs.P50, r.LatencyUs.P99, 100*r.AbortRate, r.AtomicPerTxn)
+		if base != nil {
+			line += ratio(r.AtomicPerTxn, base.AtomicPerTxn) + "\t"
+		}
+		line += fmt.Sprintf("%.2f\t%.1f%%\t%.3f\t", r.OwnerRPCPer, 100*r.LocalHit, r.RemoteLockOps)
 		if oracle != nil {
 			line += ratio(r.RemoteLockOps, oracle.RemoteLockOps) + "\t"
 		}
