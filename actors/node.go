@@ -218,6 +218,18 @@ func (n *Node) HandleOwnerMapPush(p *messages.OwnerMapPush) *messages.OwnerMapAc
 	return n.own.handlePush(p)
 }
 
+// Relinquish makes the node stop granting the locks of the cohorts it owns
+// and install no new ones (locks already granted are still released). Call
+// it before the node leaves the cluster gracefully, so that the planner may
+// give its cohorts to other nodes as soon as they see it gone without two
+// owners granting at once. Without the owner path it does nothing.
+func (n *Node) Relinquish() error {
+	if n.own == nil {
+		return nil
+	}
+	return n.own.relinquish()
+}
+
 // HandleLock and HandleUnlock serve owner RPCs (the owner endpoint's work;
 // callable directly by an in-process transport).
 func (n *Node) HandleLock(req *messages.LockRequest) *messages.LockReply {

@@ -1,10 +1,12 @@
 package actors
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -23,8 +25,16 @@ import (
 // for the cohorts the OwnerMap gives it, owner RPC to other nodes, the
 // access profiler whose summaries feed the planner, and OwnerMap pushes.
 type OwnershipConfig struct {
-	// Names is the cluster's roster: owner index i of an OwnerMap is the node
-	// Names[i]. It must contain NodeConfig.Name. Required.
+	// Names is the static roster, for OwnerMaps pushed without one (by a
+	// planner that predates OwnerMapPush.roster): owner index i is the node
+	// Names[i]. A push that carries a roster replaces it for that map (the
+	// planner chooses the roster from live membership; see package
+	// planner). Optional: empty means the node owns nothing until a map
+	// with a roster arrives. It need not contain NodeConfig.Name (a node
+	// absent from a roster owns nothing), must not repeat a name, and has
+	// fewer than control.MaxNodes entries (one owner byte means unowned).
+	// The node's position in it, if any, is the profiler's NodeIndex (the
+	// planner renumbers heartbeats by its own roster anyway).
 	Names []string
 	// Transport carries owner RPCs to the other nodes (nil for a single
 	// node: every owned cohort is local).
@@ -50,11 +60,8 @@ type OwnershipConfig struct {
 func (c *OwnershipConfig) validate(self string) (int, error) {
 	var errs []error
 	idx := slices.Index(c.Names, self)
-	if idx < 0 {
-		errs = append(errs, fmt.Errorf("ownership: node %q is not in Names %v", self, c.Names))
-	}
-	if len(c.Names) >= control.MaxNodes {
-		errs = append(errs, fmt.Errorf("ownership: %d names, at most %d", len(c.Names), control.MaxNodes-1))
+	if err := planner.ValidateRoster(nil, c.Names); err != nil {
+		errs = append(errs, fmt.Errorf("ownership: Names: %w", err))
 	}
 	if c.HeartbeatEvery < 0 {
 		errs = append(errs, fmt.Errorf("ownership: HeartbeatEvery %v must not be negative", c.HeartbeatEvery))
@@ -69,10 +76,10 @@ const OwnerMapActorName = "ownermap"
 type ownership struct {
 	cfg   OwnershipConfig
 	self  string
-	index int
+	index int // this node's owner index in the installed roster, −1 if absent (guarded by mu)
 	wl    workload.Workload
 	svc   *owner.Service
-	res   *owner.MapResolver
+	res   *rosterResolver
 	onode *owner.Node
 	start time.Time
 
@@ -85,6 +92,9 @@ type ownership struct {
 	tick   uint64
 	wbuf   []control.KeyGroup
 	rbuf   []control.KeyGroup
+	// relinquished: the node is leaving; it grants none of its cohorts any
+	// more and installs no new ones.
+	relinquished bool
 
 	stop chan struct{}
 	done chan struct{}
@@ -110,7 +120,7 @@ func newOwnership(cfg OwnershipConfig, self string, wl workload.Workload) (*owne
 		cfg.HeartbeatEvery = 100 * time.Millisecond
 	}
 	pc := cfg.Profiler
-	pc.Node, pc.NodeIndex = self, uint32(idx)
+	pc.Node, pc.NodeIndex = self, uint32(max(idx, 0))
 	prof, err := accessgraph.NewProfiler(pc)
 	if err != nil {
 		return nil, err
@@ -122,8 +132,15 @@ func newOwnership(cfg OwnershipConfig, self string, wl workload.Workload) (*owne
 	o := &ownership{cfg: cfg, self: self, index: idx, wl: wl, start: time.Now(), prof: prof,
 		asm: planner.NewAssembler(cfg.MaxManifestBytes), owned: map[control.CohortID][]control.KeyGroup{},
 		epoch: map[control.CohortID]uint64{}, frozen: map[control.CohortID]frozenCohort{}}
+	// Summary ticks start at the number of heartbeat periods since the Unix
+	// epoch: the planner's graph drops a (node, tick) not above the last one
+	// it applied from that node name, so a node restarted under the same
+	// name must continue above its previous run's ticks (which never exceed
+	// the wall clock in periods), not restart at 1 and be ignored for as
+	// long as that run lasted. A clock stepped back delays it by that step.
+	o.tick = uint64(max(0, time.Now().UnixNano()/int64(cfg.HeartbeatEvery)))
 	o.svc = owner.NewService(table, o.nowMicros)
-	o.res = owner.NewMapResolver(self, slices.Clone(cfg.Names), nil)
+	o.res = newRosterResolver(self, slices.Clone(cfg.Names))
 	oc := cfg.Owner
 	oc.Self = self
 	if o.onode, err = owner.NewNode(oc, o.svc, o.res, cfg.Transport); err != nil {
@@ -239,17 +256,25 @@ func (o *ownership) handlePush(p *messages.OwnerMapPush) *messages.OwnerMapAck {
 		}
 	}
 	ack.InstalledEpoch = o.asm.Installed().Epoch
+	ack.InstalledPlanner = o.asm.InstalledFrom()
 	return ack
 }
 
 func (o *ownership) install(m *control.OwnerMap) error {
+	// The roster that came with the map (the assembler validated it against
+	// the map), else the static one.
+	roster := o.asm.Roster()
+	if len(roster) == 0 {
+		roster = o.cfg.Names
+	}
+	o.index = slices.Index(roster, o.self)
 	mine := map[control.CohortID][]control.KeyGroup{}
 	ownerName := map[control.CohortID]string{}
 	for _, p := range m.Cohorts {
-		if p.Owner < len(o.cfg.Names) {
-			ownerName[p.ID] = o.cfg.Names[p.Owner]
+		if p.Owner < len(roster) {
+			ownerName[p.ID] = roster[p.Owner]
 		}
-		if p.Owner == o.index {
+		if o.index >= 0 && p.Owner == o.index && !o.relinquished {
 			mine[p.ID] = p.KeyGroups
 		}
 	}
@@ -316,11 +341,88 @@ func (o *ownership) install(m *control.OwnerMap) error {
 		}
 		return nil
 	})
-	if err := o.res.Update(m); err != nil {
+	if err := o.res.update(m, roster); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
+
+// relinquish stops granting every owned cohort (frozen: new requests get
+// Retry, releases are still accepted) and keeps the node from installing
+// any later. A node calls it before it leaves the membership: once the
+// others see it gone the planner gives its cohorts to them at once, and
+// this guarantees it grants none by then (I1), also to transactions it is
+// still finishing. The cohorts stay frozen until the process ends.
+func (o *ownership) relinquish() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.relinquished = true
+	now := o.nowMicros()
+	var errs []error
+	_ = o.svc.Do(func(t *owner.Table) error {
+		for _, id := range slices.Sorted(mapKeysCohort(o.owned)) {
+			if err := t.Freeze(id, o.epoch[id], now); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		return nil
+	})
+	return errors.Join(errs...)
+}
+
+// rosterResolver is the node's owner.Resolver: an owner.MapResolver per
+// installed map, built with that map's roster (owner.MapResolver's names
+// are fixed at construction, and the roster may change with every map).
+// Swapping the whole resolver keeps a lookup's map and names consistent.
+type rosterResolver struct {
+	self string
+	cur  atomic.Pointer[owner.MapResolver]
+}
+
+var (
+	_ owner.Resolver       = (*rosterResolver)(nil)
+	_ owner.CohortResolver = (*rosterResolver)(nil)
+	_ owner.CohortPlacer   = (*rosterResolver)(nil)
+)
+
+func newRosterResolver(self string, names []string) *rosterResolver {
+	r := &rosterResolver{self: self}
+	r.cur.Store(owner.NewMapResolver(self, names, nil))
+	return r
+}
+
+// update installs m with its roster if m is newer than the installed map.
+// Callers serialise updates (ownership.mu).
+func (r *rosterResolver) update(m *control.OwnerMap, roster []string) error {
+	if old := r.cur.Load(); old.Epoch() >= m.Epoch && m.Epoch > 0 {
+		return nil
+	}
+	next := owner.NewMapResolver(r.self, slices.Clone(roster), nil)
+	if err := next.Update(m); err != nil {
+		return err
+	}
+	r.cur.Store(next)
+	return nil
+}
+
+func (r *rosterResolver) Resolve(kg control.KeyGroup) owner.Route { return r.cur.Load().Resolve(kg) }
+
+// Refresh: pushes are the only source of maps on a node (no fetch), as with
+// a MapResolver built without one.
+func (r *rosterResolver) Refresh(ctx context.Context, atLeast uint64) {
+	r.cur.Load().Refresh(ctx, atLeast)
+}
+
+func (r *rosterResolver) CohortOwned(c control.CohortID) (bool, uint64) {
+	return r.cur.Load().CohortOwned(c)
+}
+
+func (r *rosterResolver) CohortOwner(c control.CohortID) (string, bool, uint64) {
+	return r.cur.Load().CohortOwner(c)
+}
+
+// Epoch returns the installed map's epoch.
+func (r *rosterResolver) Epoch() uint64 { return r.cur.Load().Epoch() }
 
 func mapKeysCohort[V any](m map[control.CohortID]V) func(func(control.CohortID) bool) {
 	return func(yield func(control.CohortID) bool) {

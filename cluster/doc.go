@@ -5,20 +5,25 @@
 //     start alone or join through seed addresses with jittered exponential
 //     backoff, graceful leave, failure detection, rejoin of a restarted node
 //     under the same name (also from a new address), runtime metadata
-//     updates, and a Settled/WaitSettled helper so the planner acts only on
-//     settled membership.
+//     updates, and Settled/WaitSettled/SettledExceptLeaves helpers so the
+//     planner acts only on settled membership (a graceful leave, which
+//     cannot flap back, need not wait).
 //   - Config: every knob with its default and reason, DefaultLANConfig,
 //     DefaultTestConfig (fast loopback timings), and Validate, which reports
 //     every problem at once.
 //   - Meta and Member: what a node advertises (protoactor remote address,
 //     roles such as "cn" and "planner", process incarnation) in a small,
 //     versioned, append-only encoding capped at memberlist's 512 bytes.
+//   - Planner placement: PlannerNode, the same deterministic choice on
+//     every node from its view (lowest-named member with the planner role,
+//     or the first live one of a configured order), and ComputeNodes, the
+//     live compute nodes the planner gives roster slots to.
 //
-// Still to come here (cluster-runtime and routing issues): placement of
-// cohort virtual actors and of the planner by membership (rendezvous hashing
-// for identities the OwnerMap lacks), the HTTP management API and the
-// client's topology cache. OwnerMap distribution by acknowledged push lives
-// in actors/planner, the cross-node call wrapper in actors (Call).
+// Still to come here (routing issues): placement of cohort virtual actors
+// by rendezvous hashing for identities the OwnerMap lacks, the HTTP
+// management API and the client's topology cache. The roster (owner index
+// → node) and OwnerMap distribution by acknowledged push live in
+// actors/planner, the cross-node call wrapper in actors (Call).
 //
 // # Promises
 //

@@ -118,6 +118,7 @@ type Membership struct {
 	members    map[string]Member
 	epoch      uint64
 	lastChange time.Time
+	lastUnrest time.Time              // last change other than a graceful leave
 	closed     bool                   // events closed, view frozen
 	ml         *memberlist.Memberlist // set once by Start; read by handleUserMsg
 	intents    map[string]leaveIntent // announced leaves awaiting their removal
@@ -438,6 +439,20 @@ func (m *Membership) Settled(d time.Duration) bool {
 	return !lc.IsZero() && time.Since(lc) >= d
 }
 
+// SettledExceptLeaves is Settled with graceful leaves not counted as
+// changes: the view has had no join, failure or metadata update for at
+// least d. Settling exists so that a flapping node (suspected, then back)
+// does not make the planner move cohorts back and forth; a node that
+// announced its departure cannot come back as the same run (a restart is a
+// join), so its leave can be acted on at once. False before the first
+// change.
+func (m *Membership) SettledExceptLeaves(d time.Duration) bool {
+	m.mu.RLock()
+	lu := m.lastUnrest
+	m.mu.RUnlock()
+	return !lu.IsZero() && time.Since(lu) >= d
+}
+
 // WaitSettled blocks until the view has been unchanged for d and returns the
 // epoch it settled at, or ctx's error.
 func (m *Membership) WaitSettled(ctx context.Context, d time.Duration) (uint64, error) {
@@ -497,6 +512,9 @@ func (m *Membership) apply(kind EventKind, n *memberlist.Node) {
 	}
 	m.epoch++
 	m.lastChange = now
+	if kind != EventLeave {
+		m.lastUnrest = now
+	}
 	m.log.Info("cluster: member "+kind.String(), "member", mem.Name, "addr", mem.Addr,
 		"remote", mem.RemoteAddr, "roles", mem.Roles, "epoch", m.epoch, "members", len(m.members))
 

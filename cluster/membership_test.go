@@ -168,6 +168,7 @@ func TestGracefulLeave(t *testing.T) {
 	nodes := startCluster(t, "leave", 3, nil)
 	a, b, c := nodes[0], nodes[1], nodes[2]
 	epochA, epochB := a.Epoch(), b.Epoch()
+	unrestA := unrest(a)
 
 	if err := c.Leave(0); err != nil {
 		t.Fatalf("Leave: %v", err)
@@ -186,6 +187,13 @@ func TestGracefulLeave(t *testing.T) {
 	waitConverged(t, a, b)
 	if a.Epoch() <= epochA || b.Epoch() <= epochB {
 		t.Errorf("epochs did not grow: a %d→%d, b %d→%d", epochA, a.Epoch(), epochB, b.Epoch())
+	}
+	// A graceful leave unsettles Settled, not SettledExceptLeaves.
+	if got := unrest(a); !got.Equal(unrestA) || a.LastChange().Before(got) || a.Settled(time.Hour) {
+		t.Errorf("after a graceful leave: last unrest %v (was %v), last change %v", got, unrestA, a.LastChange())
+	}
+	if !a.SettledExceptLeaves(time.Since(unrestA)) {
+		t.Error("SettledExceptLeaves counted the leave")
 	}
 	// The leaver's stream ends (closed) after its own leave event.
 	var sawSelf bool
@@ -206,6 +214,7 @@ func TestCrashDetectedAsFail(t *testing.T) {
 	nodes := startCluster(t, "crash", 3, nil)
 	a, b, c := nodes[0], nodes[1], nodes[2]
 	start := time.Now()
+	unrestA := unrest(a)
 	if err := c.Shutdown(); err != nil {
 		t.Fatal(err)
 	}
@@ -219,6 +228,16 @@ func TestCrashDetectedAsFail(t *testing.T) {
 		t.Logf("%s detected the crash after %v", n.Name(), time.Since(start).Round(time.Millisecond))
 	}
 	waitConverged(t, a, b)
+	if !unrest(a).After(unrestA) || a.SettledExceptLeaves(time.Since(start)) {
+		t.Error("a failure did not unsettle SettledExceptLeaves")
+	}
+}
+
+// unrest is m's time of the last change other than a graceful leave.
+func unrest(m *Membership) time.Time {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.lastUnrest
 }
 
 func TestRestartSameNameRejoins(t *testing.T) {

@@ -116,9 +116,9 @@ func testCases() []testCase {
 		// ownermap.proto
 		{"OwnerMapPush", &OwnerMapPush{Epoch: 42, BaseEpoch: 41, Manifest: []byte("AURA\x02\x00manifest-bytes"),
 			ChunkIndex: 1, ChunkCount: 3, MembershipEpoch: 6, Planner: "planner-0", TotalBytes: 2_000_000,
-			Crc32C: 0xdeadbeef}},
+			Crc32C: 0xdeadbeef, Roster: []string{"cn-1", "", "cn-3"}}},
 		{"OwnerMapAck", &OwnerMapAck{Epoch: 42, Node: "cn-2", NeedFull: true, ChunkIndex: 1, InstalledEpoch: 40,
-			Error: "no base epoch 41"}},
+			Error: "no base epoch 41", InstalledPlanner: "planner-0"}},
 
 		// migration.proto
 		{"HeldLock", held},

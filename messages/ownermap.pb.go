@@ -56,7 +56,17 @@ type OwnerMapPush struct {
 	// pushes above their size cap before buffering.
 	TotalBytes uint64 `protobuf:"varint,8,opt,name=total_bytes,json=totalBytes,proto3" json:"total_bytes,omitempty"`
 	// CRC-32C (Castagnoli) of the whole reassembled manifest.
-	Crc32C        uint32 `protobuf:"fixed32,9,opt,name=crc32c,proto3" json:"crc32c,omitempty"`
+	Crc32C uint32 `protobuf:"fixed32,9,opt,name=crc32c,proto3" json:"crc32c,omitempty"`
+	// The roster of this epoch: owner index i of the manifest (owner_cn,
+	// SPEC §7) is the node named roster[i]; "" is a free slot, which no cohort
+	// names. The planner chooses it from live membership and keeps slots
+	// stable: a node keeps its index while it is live or while a cohort of the
+	// map still names it, so an index never changes meaning between two maps
+	// that both use it. Every chunk of a push carries the same, whole roster
+	// (deltas included). At most 254 entries (control.MaxNodes − 1; the owner
+	// byte 0xFF means unowned), names unique. Empty: a planner that predates
+	// this field; receivers fall back to their configured static roster.
+	Roster        []string `protobuf:"bytes,10,rep,name=roster,proto3" json:"roster,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -154,6 +164,13 @@ func (x *OwnerMapPush) GetCrc32C() uint32 {
 	return 0
 }
 
+func (x *OwnerMapPush) GetRoster() []string {
+	if x != nil {
+		return x.Roster
+	}
+	return nil
+}
+
 // OwnerMapAck acknowledges one OwnerMapPush chunk. Acknowledgements are
 // idempotent: a repeated push gets an identical ack.
 type OwnerMapAck struct {
@@ -173,9 +190,14 @@ type OwnerMapAck struct {
 	InstalledEpoch uint64 `protobuf:"varint,5,opt,name=installed_epoch,json=installedEpoch,proto3" json:"installed_epoch,omitempty"`
 	// Non-empty if the manifest was rejected (malformed, over the size cap,
 	// checksum mismatch); the planner resends it in full.
-	Error         string `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Error string `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
+	// OwnerMapPush.planner of the push that installed installed_epoch ("" if
+	// none, or for a node that predates this field). A planner that finds its
+	// own epoch installed from another planner knows the two maps differ
+	// (two planners during a placement change) and publishes above it.
+	InstalledPlanner string `protobuf:"bytes,7,opt,name=installed_planner,json=installedPlanner,proto3" json:"installed_planner,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *OwnerMapAck) Reset() {
@@ -250,11 +272,18 @@ func (x *OwnerMapAck) GetError() string {
 	return ""
 }
 
+func (x *OwnerMapAck) GetInstalledPlanner() string {
+	if x != nil {
+		return x.InstalledPlanner
+	}
+	return ""
+}
+
 var File_aura_v1_ownermap_proto protoreflect.FileDescriptor
 
 const file_aura_v1_ownermap_proto_rawDesc = "" +
 	"\n" +
-	"\x16aura/v1/ownermap.proto\x12\aaura.v1\"\x9f\x02\n" +
+	"\x16aura/v1/ownermap.proto\x12\aaura.v1\"\xb7\x02\n" +
 	"\fOwnerMapPush\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\x12\x1d\n" +
 	"\n" +
@@ -268,7 +297,9 @@ const file_aura_v1_ownermap_proto_rawDesc = "" +
 	"\aplanner\x18\a \x01(\tR\aplanner\x12\x1f\n" +
 	"\vtotal_bytes\x18\b \x01(\x04R\n" +
 	"totalBytes\x12\x16\n" +
-	"\x06crc32c\x18\t \x01(\aR\x06crc32c\"\xb4\x01\n" +
+	"\x06crc32c\x18\t \x01(\aR\x06crc32c\x12\x16\n" +
+	"\x06roster\x18\n" +
+	" \x03(\tR\x06roster\"\xe1\x01\n" +
 	"\vOwnerMapAck\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\x12\x12\n" +
 	"\x04node\x18\x02 \x01(\tR\x04node\x12\x1b\n" +
@@ -276,7 +307,8 @@ const file_aura_v1_ownermap_proto_rawDesc = "" +
 	"\vchunk_index\x18\x04 \x01(\rR\n" +
 	"chunkIndex\x12'\n" +
 	"\x0finstalled_epoch\x18\x05 \x01(\x04R\x0einstalledEpoch\x12\x14\n" +
-	"\x05error\x18\x06 \x01(\tR\x05errorB'Z%github.com/aura-runtime/aura/messagesb\x06proto3"
+	"\x05error\x18\x06 \x01(\tR\x05error\x12+\n" +
+	"\x11installed_planner\x18\a \x01(\tR\x10installedPlannerB'Z%github.com/aura-runtime/aura/messagesb\x06proto3"
 
 var (
 	file_aura_v1_ownermap_proto_rawDescOnce sync.Once

@@ -25,7 +25,46 @@
 //     before buffering and checked by CRC-32C before decoding.
 //   - The planner's state is soft: a planner started elsewhere rebuilds the
 //     graph from heartbeats within a few ticks (the cluster runtime decides
-//     where it runs).
+//     where it runs; see "Taking over").
+//
+// # Roster
+//
+// Owner indexes in an OwnerMap (owner_cn of the manifest, SPEC §7) name
+// roster slots, and the planner owns the roster: every live node of the
+// latest Nodes message gets a slot (a never-used index while fewer than
+// Config.Loop.Nodes exist, else the lowest freed one; a node with no free
+// slot owns nothing and is logged), and each push carries the roster of its
+// epoch (OwnerMapPush.roster), which nodes install with the map. Slots are
+// stable: a node keeps its index while it is live, and a departed node's
+// index stays reserved while the current map still names it (its cohorts
+// are reassigned as the node is down, then the slot is freed at the epoch
+// that no longer names it and the published roster drops the name). So an
+// index means the same node in every map that uses it, across joins,
+// leaves and restarts under the same name. Heartbeats are numbered by the
+// planner: the summary's node_index is replaced with the sender's slot (a
+// node learns its slot only from its next map), and summaries from nodes
+// without a slot are dropped. A node that joins gets the current map at once
+// (in full), and the next epoch waits for its acknowledgement too; a live
+// node whose heartbeat reports no installed map (it restarted) gets it again.
+//
+// # Taking over
+//
+// A planner that starts while the nodes already hold maps of another
+// (failed or moved) planner does not know that planner's assignment, and
+// its own epochs would start at 1 and be ignored as stale. So before its
+// first publication it waits (Config.StartupTicks) for a heartbeat from
+// every live node, whose ownermap_epoch says what each installed; if any
+// holds a map, it first publishes a map without cohorts two above the
+// highest epoch e (the old planner published e+1 only once every live node
+// had e, so it published nothing above e+1) — every cohort back to the MN
+// fallback path — and offsets its own epochs above that. The new owners
+// then install only after every node acknowledged that the old ones stopped
+// granting, as in an evict-then-install move. An acknowledgement reporting
+// an installed epoch above the one pushed, or the same epoch installed from
+// another planner (OwnerMapAck.installed_planner: a node it did not hear
+// from, or a second planner during a placement change), triggers the same
+// reset above it. The cost is that learned ownership starts over after a
+// failover.
 //
 // Moving a live cohort between owners with its locks held (freeze, drain,
 // handoff) is the migration protocol's job; until it exists a planned move

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -26,8 +28,12 @@ type Pusher interface {
 type Config struct {
 	// Name is the planner's node name, stamped on every push. Required.
 	Name string
-	// Loop configures the control loop (Loop.Nodes is the owner index
-	// space; Nodes messages name the node at each index).
+	// Loop configures the control loop. Loop.Nodes is the owner index
+	// space: the most roster slots the planner hands out (at most
+	// control.MaxNodes−1); live nodes beyond it get no slot and own nothing
+	// until one frees. The planner's per-tick work and memory grow with it
+	// (each cohort's home weights and each node scan cover every slot), so
+	// size it to the cluster, not to the maximum.
 	Loop plane.Config
 	// Tick is the planning period. Default 100 ms (SPEC §5).
 	Tick time.Duration
@@ -41,6 +47,14 @@ type Config struct {
 	// extra ones are dropped and counted (a node flooding the planner cannot
 	// stall planning). Default 1,024.
 	MaxHeartbeatsPerTick int
+	// StartupTicks is how many ticks a newly started planner waits, before
+	// its first publication, for a heartbeat from every live node: the
+	// heartbeats carry each node's installed OwnerMap epoch, and a planner
+	// taking over from a failed one must publish above the highest of them
+	// (see "Taking over" in the package doc). Past it the planner goes on
+	// with what it has heard (a node it missed is caught by its ack).
+	// Default 10 (1 s at the default tick); 0: no wait.
+	StartupTicks int
 	// Logger receives one line per published epoch (debug: per tick).
 	// Default: discard.
 	Logger *slog.Logger
@@ -52,7 +66,7 @@ func DefaultConfig(name string, nodes int) Config {
 	// No live migration yet: a move goes through the fallback path.
 	loop.EvictBeforeMove = true
 	return Config{Name: name, Loop: loop, Tick: 100 * time.Millisecond,
-		ChunkBytes: DefaultChunkBytes, PushTimeout: 2 * time.Second, MaxHeartbeatsPerTick: 1024}
+		ChunkBytes: DefaultChunkBytes, PushTimeout: 2 * time.Second, MaxHeartbeatsPerTick: 1024, StartupTicks: 10}
 }
 
 // Validate reports every problem at once.
@@ -71,12 +85,19 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("planner: ChunkBytes %d, PushTimeout %v, MaxHeartbeatsPerTick %d must be positive",
 			c.ChunkBytes, c.PushTimeout, c.MaxHeartbeatsPerTick))
 	}
+	if c.StartupTicks < 0 {
+		errs = append(errs, fmt.Errorf("planner: StartupTicks %d must not be negative", c.StartupTicks))
+	}
 	return errors.Join(errs...)
 }
 
-// Nodes tells the planner the cluster's nodes: Names[i] is the node at owner
-// index i ("" for an index no live node holds), at a membership epoch.
-// Unsettled holds ownership where it is (SPEC §6).
+// Nodes tells the planner the live compute nodes at a membership epoch.
+// The planner gives each live node a roster slot (its owner index) and
+// publishes the roster with every OwnerMap (see "Roster" in the package
+// doc). Names lists the live nodes; "" entries are ignored, and the order
+// is the order in which nodes without a slot get one (so a caller that
+// lists a static roster in owner-index order on a fresh planner gets
+// exactly that numbering). Unsettled holds ownership where it is (SPEC §6).
 type Nodes struct {
 	Names           []string
 	MembershipEpoch uint64
@@ -90,10 +111,20 @@ type Status struct {
 	Acked           uint64 // last epoch acknowledged by every live node
 	Cohorts         int
 	Heartbeats      uint64
-	Dropped         uint64 // heartbeats over MaxHeartbeatsPerTick or rejected
+	Dropped         uint64 // heartbeats over MaxHeartbeatsPerTick, rejected, or from nodes without a roster slot
 	Deferred        uint64 // ticks skipped while an epoch awaited acks
 	LastPlan        ownership.Stats
 	MembershipEpoch uint64
+	// Roster is the current slot assignment (owner index i is Roster[i],
+	// "" a free slot); the published one drops departed nodes no cohort
+	// names any more.
+	Roster []string
+	// Unslotted counts live nodes that got no slot because all
+	// Config.Loop.Nodes were taken (they own nothing until one frees).
+	Unslotted int
+	// Base is added to the control loop's epochs to give the published
+	// ones (non-zero after taking over from another planner).
+	Base uint64
 }
 
 // GetStatus asks the actor for its Status.
@@ -117,13 +148,30 @@ type Actor struct {
 	stop   chan struct{}
 
 	nodes    Nodes
+	live     map[string]bool
 	tick     uint64
 	beats    int
 	status   Status
 	pending  map[string]bool // live nodes that have not acknowledged status.Epoch
+	have     map[string]bool // live nodes that acknowledged status.Epoch
 	needFull map[string]bool
 	inFlight map[string]bool   // nodes with a push not yet answered: at most one each
+	cur      *control.OwnerMap // the published map of status.Epoch (nil before the first)
 	prev     *control.OwnerMap // the map before status.Epoch (delta base)
+
+	// Roster: roster[i] is the node at owner index i ("" free); slotOf
+	// inverts it. pubRoster is the roster published with cur.
+	roster    []string
+	slotOf    map[string]int
+	pubRoster []string
+	unslotted map[string]bool // live nodes refused a slot (logged once)
+
+	// Taking over: installed epochs the nodes' heartbeats report, the ticks
+	// waited for them, and the base of published epochs over the loop's.
+	seen    map[string]uint64
+	waited  int
+	started bool   // the first publication decision is made
+	rebase  uint64 // an ack showed a newer map than ours: reset above it
 }
 
 // NewActor returns the actor (spawn it with Props).
@@ -142,8 +190,9 @@ func NewActor(cfg Config, pusher Pusher) (*Actor, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Actor{cfg: cfg, pusher: pusher, loop: l, log: log, pending: map[string]bool{}, needFull: map[string]bool{},
-		inFlight: map[string]bool{}}, nil
+	return &Actor{cfg: cfg, pusher: pusher, loop: l, log: log, pending: map[string]bool{}, have: map[string]bool{},
+		needFull: map[string]bool{}, inFlight: map[string]bool{}, live: map[string]bool{}, slotOf: map[string]int{},
+		unslotted: map[string]bool{}, seen: map[string]uint64{}}, nil
 }
 
 // Props returns the actor's props with a bounded mailbox.
@@ -180,6 +229,17 @@ func (a *Actor) Receive(ctx actor.Context) {
 			return
 		}
 		a.beats++
+		a.noteInstalled(m.GetNode(), m.GetOwnermapEpoch())
+		slot, ok := a.slotOf[m.GetNode()]
+		if !ok {
+			// No slot (not live yet, or the roster is full): its homes
+			// cannot be numbered, so its weights wait for a slot.
+			a.status.Dropped++
+			return
+		}
+		// The planner numbers the nodes, not the senders: a node learns
+		// its slot only from the next map, and may not be in one yet.
+		m.NodeIndex = uint32(slot)
 		if err := a.loop.Apply(m); err != nil {
 			a.status.Dropped++
 			a.log.Warn("heartbeat rejected", "node", m.GetNode(), "err", err)
@@ -200,19 +260,129 @@ func (a *Actor) Receive(ctx actor.Context) {
 func (a *Actor) setNodes(n Nodes) {
 	a.nodes = Nodes{Names: append([]string(nil), n.Names...), MembershipEpoch: n.MembershipEpoch, Unsettled: n.Unsettled}
 	a.status.MembershipEpoch = n.MembershipEpoch
-	live := map[string]bool{}
+	clear(a.live)
 	for _, name := range n.Names {
 		if name != "" {
-			live[name] = true
+			a.live[name] = true
+		}
+	}
+	for name := range a.unslotted {
+		if !a.live[name] {
+			delete(a.unslotted, name)
 		}
 	}
 	// A node that is gone no longer holds up the epoch.
 	for name := range a.pending {
-		if !live[name] {
+		if !a.live[name] {
 			delete(a.pending, name)
 		}
 	}
+	for name := range a.have {
+		if !a.live[name] {
+			delete(a.have, name)
+		}
+	}
+	for name := range a.seen {
+		if !a.live[name] {
+			delete(a.seen, name)
+		}
+	}
+	// A node that joined since the current epoch was published gets it now
+	// (in full: it has no base), so it routes by the same map as everyone
+	// else; the next epoch waits for it like for every live node.
+	if a.cur != nil {
+		for _, name := range n.Names {
+			if name != "" && !a.have[name] && !a.pending[name] {
+				a.pending[name] = true
+				a.needFull[name] = true
+			}
+		}
+	}
+	a.releaseSlots(a.loop.Current())
+	a.assignSlots(n.Names)
 	a.maybeSettled()
+}
+
+// noteInstalled records a node's installed epoch from its heartbeat. Before
+// the first publication it is how a planner taking over learns the epochs
+// to publish above; afterwards a live node reporting epoch 0 while counted
+// as having the current map has restarted, and gets the full map again.
+func (a *Actor) noteInstalled(node string, epoch uint64) {
+	if !a.live[node] {
+		return
+	}
+	a.seen[node] = max(epoch, a.seen[node])
+	if epoch == 0 && a.cur != nil && a.have[node] {
+		delete(a.have, node)
+		a.pending[node] = true
+		a.needFull[node] = true
+	}
+}
+
+// referenced reports whether a cohort of m is owned by slot i.
+func referenced(m *control.OwnerMap, i int) bool {
+	if m == nil {
+		return false
+	}
+	for _, p := range m.Cohorts {
+		if p.Owner == i {
+			return true
+		}
+	}
+	return false
+}
+
+// releaseSlots frees the slots of departed nodes that no cohort of m (the
+// loop's current map) names any more. A slot still named keeps its node, so
+// an owner index never changes meaning while a map uses it; the planner
+// reassigns those cohorts (the slot is down) and frees the slot at the
+// epoch that no longer names it.
+func (a *Actor) releaseSlots(m *control.OwnerMap) {
+	for i, name := range a.roster {
+		if name != "" && !a.live[name] && !referenced(m, i) {
+			a.roster[i] = ""
+			delete(a.slotOf, name)
+		}
+	}
+	for len(a.roster) > 0 && a.roster[len(a.roster)-1] == "" {
+		a.roster = a.roster[:len(a.roster)-1]
+	}
+}
+
+// assignSlots gives every live node without a slot one, in the order of
+// names: a never-used index while the roster is shorter than
+// Config.Loop.Nodes (the planner's index space), else the lowest freed one.
+// Fresh indexes first keeps a reused index from inheriting the decayed
+// access history (homes) of its previous node.
+func (a *Actor) assignSlots(names []string) {
+	for _, name := range names {
+		if name == "" {
+			continue
+		}
+		if _, ok := a.slotOf[name]; ok {
+			continue
+		}
+		slot := -1
+		if len(a.roster) < a.cfg.Loop.Nodes {
+			slot = len(a.roster)
+			a.roster = append(a.roster, name)
+		} else if i := slices.Index(a.roster, ""); i >= 0 {
+			slot = i
+			a.roster[i] = name
+		}
+		if slot < 0 {
+			if !a.unslotted[name] {
+				a.unslotted[name] = true
+				a.log.Warn("roster full: node gets no slot and owns nothing until one frees", "node", name, "slots", a.cfg.Loop.Nodes)
+			}
+			continue
+		}
+		delete(a.unslotted, name)
+		a.slotOf[name] = slot
+		a.log.Info("roster slot assigned", "node", name, "slot", slot)
+	}
+	a.status.Unslotted = len(a.unslotted)
+	a.status.Roster = slices.Clone(a.roster)
 }
 
 func (a *Actor) maybeSettled() {
@@ -225,7 +395,7 @@ func (a *Actor) maybeSettled() {
 func (a *Actor) state() []ownership.NodeState {
 	st := make([]ownership.NodeState, a.cfg.Loop.Nodes)
 	for i := range st {
-		if i >= len(a.nodes.Names) || a.nodes.Names[i] == "" {
+		if i >= len(a.roster) || a.roster[i] == "" || !a.live[a.roster[i]] {
 			st[i] = ownership.NodeDown
 		}
 	}
@@ -240,11 +410,31 @@ func (a *Actor) onTick(ctx actor.Context) {
 		// an epoch advances only once the previous one is acknowledged or
 		// its node is gone).
 		a.status.Deferred++
-		a.push(ctx, a.loop.Current())
+		a.push(ctx)
 		return
 	}
-	if len(a.nodes.Names) == 0 {
+	if len(a.live) == 0 {
 		return // no node known yet: nothing to publish to
+	}
+	if !a.started {
+		if a.waited < a.cfg.StartupTicks && len(a.seen) < len(a.live) {
+			a.waited++
+			return // still learning the installed epochs
+		}
+		a.started = true
+		if top := maxSeen(a.seen); top > 0 {
+			// The old planner published epoch e+1 only once every live
+			// node had acknowledged e, so nothing it published is above
+			// top+1 (the heartbeats were sent after it stopped).
+			a.resetAbove(ctx, top+1, "taking over")
+			return
+		}
+	}
+	if a.rebase > 0 {
+		top := a.rebase
+		a.rebase = 0
+		a.resetAbove(ctx, top, "a node has a newer map")
+		return
 	}
 	a.tick++
 	a.status.Tick = a.tick
@@ -259,36 +449,130 @@ func (a *Actor) onTick(ctx actor.Context) {
 	if d.Map == nil {
 		return
 	}
-	a.prev = a.current()
-	a.status.Epoch = d.Map.Epoch
-	a.status.Cohorts = len(d.Map.Cohorts)
+	m := *d.Map // shallow: the loop never modifies a published map
+	m.Epoch += a.status.Base
+	a.publish(ctx, &m, len(d.Moves))
+}
+
+// publish makes m (the loop's map, epoch already shifted by the base) the
+// pending epoch, with the roster as it stands once departed nodes m no
+// longer names are dropped, and pushes it to every live node.
+func (a *Actor) publish(ctx actor.Context, m *control.OwnerMap, moves int) {
+	a.releaseSlots(a.loop.Current())
+	a.pubRoster = slices.Clone(a.roster)
+	a.status.Roster = slices.Clone(a.roster)
+	m = a.withoutFreeSlots(m)
+	if err := ValidateRoster(m, a.pubRoster); err != nil {
+		// Unreachable (withoutFreeSlots): every node would refuse it, so
+		// say so loudly and publish nothing.
+		a.log.Error("planned map does not fit the roster; not published", "epoch", m.Epoch, "err", err)
+		return
+	}
+	a.prev, a.cur = a.cur, m
+	a.status.Epoch = m.Epoch
+	a.status.Cohorts = len(m.Cohorts)
 	clear(a.pending)
-	for _, name := range a.nodes.Names {
-		if name != "" {
-			a.pending[name] = true
+	clear(a.have)
+	for name := range a.live {
+		a.pending[name] = true
+	}
+	if a.log.Enabled(context.Background(), slog.LevelInfo) {
+		a.log.Info("epoch published", "epoch", m.Epoch, "cohorts", len(m.Cohorts), "moves", moves,
+			"roster", strings.Join(a.pubRoster, ","), "owned", ownedSummary(m, a.pubRoster))
+	}
+	a.push(ctx)
+}
+
+// withoutFreeSlots returns m without the cohorts whose owner index is a
+// free slot. It happens only to the second half of an evict-then-install
+// move (plane's EvictBeforeMove) whose target left, with nothing else, in
+// between: the slot was freed once the first half no longer named it. Those
+// cohorts are published unowned (the fallback path, as in the first half);
+// the loop still counts them on the down slot and reassigns them at its
+// next tick.
+func (a *Actor) withoutFreeSlots(m *control.OwnerMap) *control.OwnerMap {
+	free := func(p control.Placement) bool {
+		return p.Owner < 0 || p.Owner >= len(a.pubRoster) || a.pubRoster[p.Owner] == ""
+	}
+	if !slices.ContainsFunc(m.Cohorts, free) {
+		return m
+	}
+	out := *m
+	out.Cohorts = slices.DeleteFunc(slices.Clone(m.Cohorts), free)
+	a.log.Warn("cohorts planned on a departed node's freed slot published unowned", "epoch", m.Epoch,
+		"cohorts", len(m.Cohorts)-len(out.Cohorts))
+	return &out
+}
+
+// resetAbove publishes a map without cohorts at an epoch above top (every
+// cohort back to the fallback path) and restarts the control loop from it:
+// the maps the nodes hold came from another planner, whose assignment this
+// one does not know, so it cannot move cohorts away from their owners
+// safely; evicting everything first gives the same guarantee as an
+// evict-then-install move (the new owners install only after every node
+// acknowledged that the old ones stopped granting).
+func (a *Actor) resetAbove(ctx actor.Context, top uint64, why string) {
+	if a.loop.Current().Epoch > 0 {
+		l, err := plane.New(a.cfg.Loop)
+		if err != nil { // unreachable: the config was valid at NewActor
+			a.log.Error("planner restart", "err", err)
+			return
+		}
+		a.loop = l
+	}
+	a.status.Base = top + 1
+	a.log.Warn("publishing an empty map above the nodes' epochs", "why", why, "installed", top, "epoch", top+1)
+	reset := &control.OwnerMap{Epoch: top + 1, Fallback: a.loop.Current().Fallback}
+	a.cur = nil // no delta against a map of ours the nodes may not have
+	a.publish(ctx, reset, 0)
+}
+
+func maxSeen(m map[string]uint64) uint64 {
+	var top uint64
+	for _, e := range m {
+		top = max(top, e)
+	}
+	return top
+}
+
+// ownedSummary is "node:cohorts" per roster node that owns any, for the log.
+func ownedSummary(m *control.OwnerMap, roster []string) string {
+	counts := make([]int, len(roster))
+	for _, p := range m.Cohorts {
+		if p.Owner >= 0 && p.Owner < len(counts) {
+			counts[p.Owner]++
 		}
 	}
-	a.log.Info("epoch published", "epoch", d.Map.Epoch, "cohorts", len(d.Map.Cohorts), "moves", len(d.Moves))
-	a.push(ctx, d.Map)
+	var b strings.Builder
+	for i, n := range counts {
+		if n == 0 {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, "%s:%d", roster[i], n)
+	}
+	return b.String()
 }
 
-// current returns the last map every live node acknowledged.
-func (a *Actor) current() *control.OwnerMap {
-	return a.loop.Current()
-}
-
-// push sends m to every pending node (a delta against the previous epoch,
-// or the full manifest to nodes that asked for it), each on its own
-// goroutine; results come back as pushDone messages.
-func (a *Actor) push(ctx actor.Context, m *control.OwnerMap) {
-	delta, err := Pushes(a.prev, m, a.cfg.ChunkBytes, a.cfg.Name, a.nodes.MembershipEpoch)
+// push sends the current map to every pending node (a delta against the
+// previous epoch, or the full manifest to nodes that asked for it or joined
+// since), each on its own goroutine; results come back as pushDone
+// messages.
+func (a *Actor) push(ctx actor.Context) {
+	m := a.cur
+	if m == nil {
+		return
+	}
+	delta, err := PushesWithRoster(a.prev, m, a.pubRoster, a.cfg.ChunkBytes, a.cfg.Name, a.nodes.MembershipEpoch)
 	if err != nil {
 		a.log.Error("encode manifest", "epoch", m.Epoch, "err", err)
 		return
 	}
 	full := delta
 	if len(delta) > 0 && delta[0].GetBaseEpoch() != 0 {
-		if full, err = Pushes(nil, m, a.cfg.ChunkBytes, a.cfg.Name, a.nodes.MembershipEpoch); err != nil {
+		if full, err = PushesWithRoster(nil, m, a.pubRoster, a.cfg.ChunkBytes, a.cfg.Name, a.nodes.MembershipEpoch); err != nil {
 			a.log.Error("encode manifest", "epoch", m.Epoch, "err", err)
 			return
 		}
@@ -335,8 +619,17 @@ func (a *Actor) onPushDone(_ actor.Context, d pushDone) {
 		a.needFull[d.node] = true
 		a.log.Warn("push refused; full manifest next", "node", d.node, "epoch", d.epoch, "err", d.ack.GetError())
 	case d.ack.GetInstalledEpoch() >= d.epoch:
+		if from := d.ack.GetInstalledPlanner(); d.ack.GetInstalledEpoch() > d.epoch || (from != "" && from != a.cfg.Name) {
+			// The node holds a newer map than ours, or another planner's
+			// map of the same epoch: published by a planner we took over
+			// from without hearing of the node in time, or by one that
+			// still runs during a placement change. Ours would be ignored
+			// (or, as a delta, applied to the wrong base); reset above it.
+			a.rebase = max(a.rebase, d.ack.GetInstalledEpoch())
+		}
 		delete(a.pending, d.node)
 		delete(a.needFull, d.node)
+		a.have[d.node] = true
 		a.maybeSettled()
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -29,15 +30,17 @@ func TestMain(m *testing.M) {
 // fakeCluster is a Pusher whose nodes assemble pushes in memory; a node in
 // mute never answers (its pushes time out).
 type fakeCluster struct {
-	mu    sync.Mutex
-	asm   map[string]*Assembler
-	mute  map[string]bool
-	maps  map[string][]*control.OwnerMap // installed maps, in order
-	chunk map[string]int                 // pushes received
+	mu      sync.Mutex
+	asm     map[string]*Assembler
+	mute    map[string]bool
+	maps    map[string][]*control.OwnerMap // installed maps, in order
+	rosters map[string][][]string          // the roster installed with each
+	chunk   map[string]int                 // pushes received
 }
 
 func newFakeCluster(names ...string) *fakeCluster {
-	c := &fakeCluster{asm: map[string]*Assembler{}, mute: map[string]bool{}, maps: map[string][]*control.OwnerMap{}, chunk: map[string]int{}}
+	c := &fakeCluster{asm: map[string]*Assembler{}, mute: map[string]bool{}, maps: map[string][]*control.OwnerMap{},
+		rosters: map[string][][]string{}, chunk: map[string]int{}}
 	for _, n := range names {
 		c.asm[n] = NewAssembler(0)
 	}
@@ -66,8 +69,10 @@ func (c *fakeCluster) Push(ctx context.Context, node string, p *messages.OwnerMa
 		ack.Error = err.Error()
 	case m != nil:
 		c.maps[node] = append(c.maps[node], m)
+		c.rosters[node] = append(c.rosters[node], a.Roster())
 	}
 	ack.InstalledEpoch = a.Installed().Epoch
+	ack.InstalledPlanner = a.InstalledFrom()
 	return ack, nil
 }
 
@@ -83,6 +88,9 @@ type driver struct {
 	prof  []*accessgraph.Profiler
 	rng   *rand.Rand
 	shift int // drift: tenant t runs on node (t + shift) mod n
+	// installed, if set, gives each node's installed epoch for its
+	// summaries (ownermap_epoch).
+	installed func(node string) uint64
 }
 
 func newDriver(t *testing.T, n int) *driver {
@@ -108,8 +116,12 @@ func (d *driver) beat(root *actor.RootContext, pid *actor.PID, tick uint64) {
 		}
 		d.prof[(tn+d.shift)%len(d.prof)].Record(w, nil)
 	}
-	for _, p := range d.prof {
-		root.Send(pid, p.Summary(tick, accessgraph.SummaryV2))
+	for i, p := range d.prof {
+		s := p.Summary(tick, accessgraph.SummaryV2)
+		if d.installed != nil {
+			s.OwnermapEpoch = d.installed(fmt.Sprintf("cn-%d", i))
+		}
+		root.Send(pid, s)
 	}
 }
 
@@ -123,11 +135,17 @@ func status(t *testing.T, root *actor.RootContext, pid *actor.PID) Status {
 }
 
 func start(t *testing.T, fc *fakeCluster, names []string) (*actor.ActorSystem, *actor.PID) {
+	return startWith(t, fc, names, len(names))
+}
+
+// startWith starts a planner with slots roster slots, told that names are
+// live.
+func startWith(t *testing.T, fc *fakeCluster, names []string, slots int) (*actor.ActorSystem, *actor.PID) {
 	t.Helper()
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return slog.New(slog.DiscardHandler)
 	}))
-	cfg := DefaultConfig("cn-0", len(names))
+	cfg := DefaultConfig("cn-0", slots)
 	cfg.Tick = 10 * time.Millisecond
 	cfg.PushTimeout = 100 * time.Millisecond
 	cfg.ChunkBytes = 64 // many chunks per manifest: reassembly is exercised
@@ -256,4 +274,120 @@ func TestPlannerResendsFullToNodeWithoutBase(t *testing.T) {
 	waitFor(t, d, sys, pid, "cn-1 to catch up", func(s Status) bool {
 		return s.Acked > st0.Acked && fc.installed("cn-1") == s.Acked
 	})
+}
+
+func (c *fakeCluster) lastRoster(node string) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	rs := c.rosters[node]
+	if len(rs) == 0 {
+		return nil
+	}
+	return rs[len(rs)-1]
+}
+
+// TestPlannerRosterFollowsMembership: live nodes get stable slots, a
+// joining node gets the current map at once and a fresh slot, a departed
+// node's slot stays reserved while a map names it and is reused (by the
+// next node to join, once the index space is full) only after no map does;
+// in every map a node installed, each owner index names a node of that
+// map's roster, and an index names the same node in consecutive maps that
+// both use it.
+func TestPlannerRosterFollowsMembership(t *testing.T) {
+	all := []string{"cn-0", "cn-1", "cn-2", "cn-3", "cn-4"}
+	fc := newFakeCluster(all...)
+	sys, pid := startWith(t, fc, all[:3], 4)
+	defer stop(sys, pid)
+	d := newDriver(t, 5) // cn-3 and cn-4 beat too; dropped while they have no slot
+	waitFor(t, d, sys, pid, "an acknowledged map on three nodes", func(s Status) bool { return s.Acked >= 1 && s.Cohorts >= 6 })
+	if r := fc.lastRoster("cn-1"); !slices.Equal(r, all[:3]) {
+		t.Fatalf("roster %v, want %v (slots in the order Nodes listed them)", r, all[:3])
+	}
+
+	// cn-3 joins: a slot at once, the current map at once, cohorts soon.
+	sys.Root.Send(pid, Nodes{Names: all[:4], MembershipEpoch: 2})
+	waitFor(t, d, sys, pid, "cn-3 to hold the current map and own a cohort", func(s Status) bool {
+		r := fc.lastRoster("cn-3")
+		return fc.installed("cn-3") == s.Epoch && len(r) == 4 && r[3] == "cn-3" && ownsAny(fc, "cn-3", 3)
+	})
+
+	// cn-1 leaves: its cohorts move, then its slot is freed.
+	sys.Root.Send(pid, Nodes{Names: []string{"cn-0", "cn-2", "cn-3"}, MembershipEpoch: 3})
+	waitFor(t, d, sys, pid, "a map without cn-1", func(s Status) bool {
+		r := fc.lastRoster("cn-0")
+		return s.Acked == s.Epoch && len(r) == 4 && r[1] == "" && r[2] == "cn-2" && r[3] == "cn-3"
+	})
+	// cn-4 joins: the index space (4) is full, so it reuses freed slot 1.
+	sys.Root.Send(pid, Nodes{Names: []string{"cn-0", "cn-2", "cn-3", "cn-4"}, MembershipEpoch: 4})
+	waitFor(t, d, sys, pid, "cn-4 in slot 1, owning a cohort", func(s Status) bool {
+		r := fc.lastRoster("cn-4")
+		return len(r) == 4 && r[1] == "cn-4" && ownsAny(fc, "cn-4", 1)
+	})
+
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	ms, rs := fc.maps["cn-0"], fc.rosters["cn-0"]
+	for i, m := range ms {
+		if err := ValidateRoster(m, rs[i]); err != nil {
+			t.Fatalf("epoch %d: %v", m.Epoch, err)
+		}
+		if i == 0 {
+			continue
+		}
+		for _, p := range m.Cohorts {
+			if referenced(ms[i-1], p.Owner) && rs[i-1][p.Owner] != rs[i][p.Owner] {
+				t.Fatalf("owner index %d is %s at epoch %d and %s at epoch %d", p.Owner, rs[i-1][p.Owner], ms[i-1].Epoch,
+					rs[i][p.Owner], m.Epoch)
+			}
+		}
+	}
+}
+
+// ownsAny reports whether the last map node installed gives a cohort to
+// owner index i.
+func ownsAny(fc *fakeCluster, node string, i int) bool {
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	ms := fc.maps[node]
+	return len(ms) > 0 && referenced(ms[len(ms)-1], i)
+}
+
+// TestPlannerTakesOverAboveInstalledEpochs: nodes hold epoch 7 of another
+// planner; a new planner first publishes an empty map at 9 (above anything
+// the old one can have published), then its own maps above that.
+func TestPlannerTakesOverAboveInstalledEpochs(t *testing.T) {
+	names := []string{"cn-0", "cn-1"}
+	fc := newFakeCluster(names...)
+	old := testMap(7, 4, 3, 0)
+	for i := range old.Cohorts {
+		old.Cohorts[i].Owner %= 2
+	}
+	ps, err := PushesWithRoster(nil, old, names, 1<<20, "cn-9", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range names {
+		if m, err := fc.asm[n].Offer(ps[0]); err != nil || m == nil {
+			t.Fatal(err)
+		}
+	}
+	sys, pid := start(t, fc, names)
+	defer stop(sys, pid)
+	d := newDriver(t, 2)
+	d.installed = fc.installed
+	st := waitFor(t, d, sys, pid, "the new planner's own cohorts", func(s Status) bool { return s.Acked >= 10 && s.Cohorts > 0 })
+	if st.Base != 9 {
+		t.Fatalf("base %d, want 9", st.Base)
+	}
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	ms := fc.maps["cn-1"] // installed through the planner (epoch 7 was not)
+	if ms[0].Epoch != 9 || len(ms[0].Cohorts) != 0 {
+		t.Fatalf("first map of the new planner: epoch %d with %d cohorts, want an empty map at 9", ms[0].Epoch, len(ms[0].Cohorts))
+	}
+	for i := 1; i < len(ms); i++ {
+		if ms[i].Epoch != ms[i-1].Epoch+1 {
+			t.Fatalf("epoch %d after %d", ms[i].Epoch, ms[i-1].Epoch)
+		}
+	}
 }

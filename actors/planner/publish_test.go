@@ -2,6 +2,8 @@ package planner
 
 import (
 	"errors"
+	"fmt"
+	"slices"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -145,4 +147,68 @@ func FuzzAssembler(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestRosterTravelsWithTheMap: the roster of a push is installed with its
+// map (every chunk carries it), checked against the map, and a push
+// without one leaves no roster installed.
+func TestRosterTravelsWithTheMap(t *testing.T) {
+	m1 := testMap(1, 20, 10, 0) // owners 0..2
+	roster := []string{"cn-a", "", "cn-c", "cn-b"}
+	if _, err := PushesWithRoster(nil, m1, roster, 100, "p", 1); !errors.Is(err, ErrBadRoster) {
+		t.Fatalf("a map naming free slot 1 was encoded: %v", err)
+	}
+	roster[1] = "cn-x"
+	ps, err := PushesWithRoster(nil, m1, roster, 100, "p", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := NewAssembler(0)
+	for _, p := range ps {
+		if _, err := a.Offer(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if a.Installed().Epoch != 1 || !slices.Equal(a.Roster(), roster) || a.InstalledFrom() != "p" {
+		t.Fatalf("installed epoch %d roster %v from %q", a.Installed().Epoch, a.Roster(), a.InstalledFrom())
+	}
+	// A delta carries the whole roster too.
+	m2 := testMap(2, 20, 10, 1)
+	next := []string{"cn-a", "cn-x", "cn-c"}
+	ds, err := PushesWithRoster(m1, m2, next, 1<<20, "p", 1)
+	if err != nil || ds[0].GetBaseEpoch() != 1 {
+		t.Fatalf("delta: %v base %d", err, ds[0].GetBaseEpoch())
+	}
+	if m, err := a.Offer(ds[0]); err != nil || m == nil || !slices.Equal(a.Roster(), next) {
+		t.Fatalf("delta with roster: %v, roster %v", err, a.Roster())
+	}
+	// Without a roster: none installed (the node uses its static one).
+	ps, _ = Pushes(nil, testMap(3, 2, 2, 0), 1<<20, "p", 1)
+	if m, err := a.Offer(ps[0]); err != nil || m == nil || a.Roster() != nil {
+		t.Fatalf("push without roster: %v, roster %v", err, a.Roster())
+	}
+}
+
+func TestAssemblerRefusesBadRosters(t *testing.T) {
+	m := testMap(1, 3, 2, 0)
+	long := make([]string, control.MaxNodes)
+	for i := range long {
+		long[i] = fmt.Sprintf("n%d", i)
+	}
+	for name, roster := range map[string][]string{
+		"duplicate":       {"a", "b", "a"},
+		"too short":       {"a", "b"},
+		"free owner slot": {"a", "", "c"},
+		"too long":        long,
+		"long name":       {"a", "b", string(make([]byte, MaxRosterNameLen+1))},
+	} {
+		ps, err := Pushes(nil, m, 1<<20, "p", 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps[0].Roster = roster
+		if got, err := NewAssembler(0).Offer(ps[0]); got != nil || !errors.Is(err, ErrBadRoster) {
+			t.Errorf("%s: installed %v, err %v", name, got, err)
+		}
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"log/slog"
 	"net"
@@ -21,6 +22,7 @@ import (
 	"github.com/aura-runtime/aura/actors"
 	"github.com/aura-runtime/aura/actors/planner"
 	"github.com/aura-runtime/aura/cluster"
+	"github.com/aura-runtime/aura/control"
 	"github.com/aura-runtime/aura/messages"
 	"github.com/aura-runtime/aura/rdma/tcp"
 	"github.com/aura-runtime/aura/store"
@@ -44,7 +46,11 @@ type nodeFlags struct {
 	gossip       string
 	join         []string
 	mn           string
-	roster       []string
+	plannerOrder []string
+	plannerRole  bool
+	maxNodes     int
+	id           uint32
+	settle       time.Duration
 	coordinators int
 	maxInFlight  int
 	heartbeat    time.Duration
@@ -66,22 +72,44 @@ owner lock requests from other nodes over protoactor remote (--listen), and
 takes its locks through the owner path: the cohorts the planner gives it are
 locked in its own memory, others by owner RPC or by the memory node's CAS.
 
---nodes lists the cluster's compute nodes in owner-index order (the same list
-on every node; OwnerMaps name owners by position in it). The planner runs on
-the first node of that list that is alive, and moves to the next when that
-node leaves or dies (its state is rebuilt from heartbeats).
+The roster comes from membership: every live node with the "cn" role gets
+a slot (an owner index) from the planner, which publishes the roster with
+each OwnerMap. Slots are stable: a node keeps its index while it is live,
+and a departed node's index is not reused while a map still names it. A
+node joining takes cohorts within a few planner ticks once membership has
+been settled for 1 s (--settle); a node that leaves gracefully has its
+cohorts moved to the others at once, one that dies once the failure
+detector declares it and membership has settled; no map names it after
+that. At most --max-nodes
+nodes hold slots at once; more nodes still run transactions but own
+nothing until a slot frees.
+
+The planner runs on one node: without --nodes, on the live node with the
+lowest name among those advertising the planner role (--planner); with
+--nodes, on the first live one of that list that advertises it (--nodes is
+then the placement order and allow-list; it does not restrict which nodes
+may join or own cohorts). It moves when that node leaves or dies, or when a
+preferred node joins (its state is rebuilt from heartbeats; learned
+ownership starts over, since the new planner first returns every cohort to
+the fallback path).
 
 The workload flags must be the same on every node and on the client: they
-define the tables. The tables must be loaded (aura bench loads them).
+define the tables. The tables must be loaded (aura bench loads them). TPC-C
+needs --warehouses (the loader's value) unless --nodes is given, in which
+case it defaults to 4 per listed node, as the loader's default does.
 
 Once joined it prints one line on stdout,
 
     aura node ready: NAME remote HOST:PORT gossip HOST:PORT
 
-SIGINT or SIGTERM: it leaves the membership (others see a graceful leave),
-finishes the transactions it accepted and exits 0.`,
-		Example: `  aura node --name cn-1 --listen 127.0.0.1:8001 --gossip 127.0.0.1:9001 --mn 127.0.0.1:7070 --nodes cn-1,cn-2,cn-3
-  aura node --name cn-2 --listen 127.0.0.1:8002 --gossip 127.0.0.1:9002 --join 127.0.0.1:9001 --mn 127.0.0.1:7070 --nodes cn-1,cn-2,cn-3`,
+SIGINT or SIGTERM: it stops granting the locks of the cohorts it owns,
+leaves the membership (others see a graceful leave, and the planner moves
+those cohorts at once, without waiting for --settle), finishes the
+transactions it accepted and exits 0.`,
+		Example: `  aura node --name cn-1 --listen 127.0.0.1:8001 --gossip 127.0.0.1:9001 --mn 127.0.0.1:7070 --warehouses 12
+  aura node --name cn-2 --listen 127.0.0.1:8002 --gossip 127.0.0.1:9002 --join 127.0.0.1:9001 --mn 127.0.0.1:7070 --warehouses 12
+  # pin the planner to cn-1, then cn-2:
+  aura node --name cn-3 --gossip 127.0.0.1:9003 --join 127.0.0.1:9001 --nodes cn-1,cn-2 --warehouses 12`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -91,13 +119,17 @@ finishes the transactions it accepted and exits 0.`,
 	}
 	fl := cmd.Flags()
 	f.register(fl)
-	fl.StringVar(&f.name, "name", "", "this node's name, one of --nodes (required)")
+	fl.StringVar(&f.name, "name", "", "this node's unique name in the cluster, 1..64 bytes of [A-Za-z0-9._-] (required)")
 	fl.StringVar(&f.listen, "listen", "127.0.0.1:0", "protoactor remote address, HOST:PORT (port 0: a free port)")
 	fl.StringVar(&f.advertise, "advertise", "", "remote address other nodes use, when it differs from --listen")
 	fl.StringVar(&f.gossip, "gossip", "127.0.0.1:0", "membership (memberlist) bind address, HOST:PORT")
 	fl.StringSliceVar(&f.join, "join", nil, "gossip addresses of nodes to join through, comma separated (none: start a new cluster)")
 	fl.StringVar(&f.mn, "mn", "127.0.0.1:7070", "memory node address, HOST:PORT")
-	fl.StringSliceVar(&f.roster, "nodes", nil, "every compute node's name, comma separated, in owner-index order (required)")
+	fl.StringSliceVar(&f.plannerOrder, "nodes", nil, "optional: nodes that may host the planner, comma separated, in order of preference (default: any node with --planner, lowest name first); the roster of owners comes from membership either way")
+	fl.BoolVar(&f.plannerRole, "planner", true, "advertise the planner role: this node may host the planner")
+	fl.IntVar(&f.maxNodes, "max-nodes", 32, fmt.Sprintf("roster slots the planner hands out (owner indexes, 1..%d); the same on every node", control.MaxNodes-1))
+	fl.Uint32Var(&f.id, "id", 0, "node number in lock tags, unique in the cluster, below 2^22 (default: position in --nodes + 1, else a hash of --name checked against the live members)")
+	fl.DurationVar(&f.settle, "settle", time.Second, "membership must have had no join, failure or update this long before the planner moves cohorts (SPEC §6: act on settled membership; graceful leaves do not count)")
 	fl.IntVar(&f.coordinators, "coordinators", 8, "transactions this node runs at once")
 	fl.IntVar(&f.maxInFlight, "max-in-flight", 256, "transactions accepted from clients and not yet answered; more are refused")
 	fl.DurationVar(&f.heartbeat, "heartbeat", 100*time.Millisecond, "period of the access summaries sent to the planner")
@@ -126,17 +158,29 @@ func (f *nodeFlags) validate() error {
 	if f.name == "" {
 		errs = append(errs, errors.New("--name is required"))
 	}
-	if len(f.roster) == 0 {
-		errs = append(errs, errors.New("--nodes is required"))
-	} else if !slices.Contains(f.roster, f.name) {
-		errs = append(errs, fmt.Errorf("--name %q is not in --nodes %v", f.name, f.roster))
-	}
 	seen := map[string]bool{}
-	for _, n := range f.roster {
+	for _, n := range f.plannerOrder {
 		if n == "" || seen[n] {
 			errs = append(errs, fmt.Errorf("--nodes: empty or repeated name %q", n))
 		}
 		seen[n] = true
+	}
+	if len(f.plannerOrder) >= control.MaxNodes {
+		errs = append(errs, fmt.Errorf("--nodes: %d names, at most %d", len(f.plannerOrder), control.MaxNodes-1))
+	}
+	if f.maxNodes < 1 || f.maxNodes >= control.MaxNodes {
+		errs = append(errs, fmt.Errorf("--max-nodes %d: want 1..%d (the manifest's owner byte)", f.maxNodes, control.MaxNodes-1))
+	}
+	if f.id >= 1<<22 {
+		errs = append(errs, fmt.Errorf("--id %d: must be below 2^22 (lock tags)", f.id))
+	}
+	if f.settle < 0 {
+		errs = append(errs, fmt.Errorf("--settle %v must not be negative", f.settle))
+	}
+	if len(f.plannerOrder) == 0 && f.workloadFlags.name == "tpcc" && f.warehouses == 0 {
+		// The tables must match the loader's; TPC-C's default size is per
+		// node, and the node count is only known from --nodes.
+		errs = append(errs, errors.New("--warehouses is required for tpcc without --nodes (give the loader's value)"))
 	}
 	if _, _, err := splitAddr("gossip", f.gossip); err != nil {
 		errs = append(errs, err)
@@ -162,7 +206,7 @@ func runNode(ctx context.Context, f *nodeFlags, stdout, stderr io.Writer) error 
 	seed := uint64(1)
 	// No run time: sizing flags (--expected-new-orders) must be given as on
 	// the loader, or the tables will not match.
-	wl, _, err := f.workloadFlags.forRun(len(f.roster), 0, &seed, 0)
+	wl, _, err := f.workloadFlags.forRun(max(1, len(f.plannerOrder)), 0, &seed, 0)
 	if err != nil {
 		return err
 	}
@@ -199,13 +243,22 @@ func runNode(ctx context.Context, f *nodeFlags, stdout, stderr io.Writer) error 
 	ccfg.NodeName = f.name
 	ccfg.BindAddr, ccfg.BindPort, _ = splitAddr("gossip", f.gossip)
 	ccfg.Seeds = f.join
-	ccfg.Meta = cluster.Meta{RemoteAddr: rem.Address(), Roles: []string{cluster.RoleCN, cluster.RolePlanner}}
+	roles := []string{cluster.RoleCN}
+	if f.plannerRole {
+		roles = append(roles, cluster.RolePlanner)
+	}
+	ccfg.Meta = cluster.Meta{RemoteAddr: rem.Address(), Roles: roles}
 	ccfg.Logger = log.With("component", "membership")
 	mem, err := cluster.New(ccfg)
 	if err != nil {
 		return err
 	}
 	if err := mem.Start(ctx); err != nil {
+		return err
+	}
+	id, err := lockTagID(f, mem.Members())
+	if err != nil {
+		_ = mem.Leave(f.leave)
 		return err
 	}
 	book := actors.AddressBookFunc(func(name string) (string, bool) {
@@ -219,13 +272,15 @@ func runNode(ctx context.Context, f *nodeFlags, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	pl := &plannerHost{self: f.name, roster: f.roster, sys: sys, mem: mem, book: book, tick: f.tick, log: log}
+	pl := &plannerHost{self: f.name, order: f.plannerOrder, maxNodes: f.maxNodes, settle: f.settle, sys: sys, mem: mem, book: book,
+		tick: f.tick, log: log}
 	ncfg := actors.DefaultNodeConfig(f.name)
-	ncfg.ID = uint32(slices.Index(f.roster, f.name) + 1)
+	ncfg.ID = id
 	ncfg.Coordinators = f.coordinators
 	ncfg.Logger = log
 	ncfg.System = sys
-	ncfg.Ownership = &actors.OwnershipConfig{Names: f.roster, Transport: tr, HeartbeatEvery: f.heartbeat, Heartbeat: pl.heartbeat}
+	// No static roster: every OwnerMap comes with the planner's.
+	ncfg.Ownership = &actors.OwnershipConfig{Transport: tr, HeartbeatEvery: f.heartbeat, Heartbeat: pl.heartbeat}
 	node, err := actors.NewNode(ncfg, dev, layout, wl)
 	if err != nil {
 		return err
@@ -239,8 +294,13 @@ func runNode(ctx context.Context, f *nodeFlags, stdout, stderr io.Writer) error 
 	fmt.Fprintf(stdout, "%s%s remote %s gossip %s\n", nodeReadyPrefix, f.name, rem.Address(), gaddr)
 	log.Info("node ready", "remote", rem.Address(), "gossip", gaddr, "members", len(mem.Members()))
 
-	pl.run(ctx) // until ctx ends: keeps the planner on the first live roster node
+	pl.run(ctx) // until ctx ends: keeps the planner placed, tells it the live nodes
 	log.Info("leaving")
+	// Stop granting owned cohorts first: the planner reassigns them as soon
+	// as the others see this node leave, without waiting for --settle.
+	if err := node.Relinquish(); err != nil {
+		log.Warn("relinquish", "err", err)
+	}
 	if err := mem.Leave(f.leave); err != nil {
 		log.Warn("leave", "err", err)
 	}
@@ -248,6 +308,36 @@ func runNode(ctx context.Context, f *nodeFlags, stdout, stderr io.Writer) error 
 	_ = mem.Shutdown()
 	sys.Shutdown()
 	return err
+}
+
+// lockTagID is the node's number in lock tags (occ: unique per cluster,
+// below 2^22): --id, else its position in --nodes + 1 (1..254), else a hash
+// of its name in [256, 2^22), refused if a live member's name hashes to the
+// same number (that check misses nodes with an explicit --id and nodes
+// joining at the same moment; for 10 nodes a collision has odds of about
+// 1 in 100,000 anyway).
+func lockTagID(f *nodeFlags, members []cluster.Member) (uint32, error) {
+	if f.id != 0 {
+		return f.id, nil
+	}
+	if i := slices.Index(f.plannerOrder, f.name); i >= 0 {
+		return uint32(i + 1), nil
+	}
+	id := hashedID(f.name)
+	for _, m := range members {
+		if m.Name != f.name && !slices.Contains(f.plannerOrder, m.Name) && hashedID(m.Name) == id {
+			return 0, fmt.Errorf("node %q: lock-tag number %d collides with member %q's; give one of them --id", f.name, id, m.Name)
+		}
+	}
+	return id, nil
+}
+
+// hashedID maps a node name to [256, 2^22): above the numbers --nodes
+// positions give, so the two schemes never meet.
+func hashedID(name string) uint32 {
+	h := fnv.New32a()
+	h.Write([]byte(name))
+	return 256 + h.Sum32()%(1<<22-256)
 }
 
 // txnEndpoint runs each submitted transaction on the node, a bounded number
@@ -283,17 +373,22 @@ func (e *txnEndpoint) Receive(ctx actor.Context) {
 	}()
 }
 
-// plannerHost keeps the planner actor on the first live node of the roster:
-// it starts the actor when this node becomes that node and stops it when
-// another does, and tells a running planner the live roster.
+// plannerHost keeps the planner actor on the node cluster.PlannerNode
+// chooses from this node's membership view (the first live node of --nodes
+// that advertises the planner role, or without --nodes the lowest-named
+// such node): it starts the actor when this node becomes that node and
+// stops it when another does, and tells a running planner the live compute
+// nodes.
 type plannerHost struct {
-	self   string
-	roster []string
-	sys    *actor.ActorSystem
-	mem    *cluster.Membership
-	book   actors.AddressBook
-	tick   time.Duration
-	log    *slog.Logger
+	self     string
+	order    []string // --nodes: placement order and allow-list; empty: by name
+	maxNodes int
+	settle   time.Duration
+	sys      *actor.ActorSystem
+	mem      *cluster.Membership
+	book     actors.AddressBook
+	tick     time.Duration
+	log      *slog.Logger
 
 	mu     sync.Mutex
 	leader string
@@ -315,8 +410,12 @@ func (p *plannerHost) heartbeat(s *messages.AccessSummary) {
 	p.sys.Root.Send(actor.NewPID(addr, "planner"), s)
 }
 
+// placementPeriod is how often the host re-reads membership: a placement
+// change (and a new node's slot) is seen within it after the view changes.
+const placementPeriod = 100 * time.Millisecond
+
 func (p *plannerHost) run(ctx context.Context) {
-	t := time.NewTicker(200 * time.Millisecond)
+	t := time.NewTicker(placementPeriod)
 	defer t.Stop()
 	for {
 		p.step()
@@ -336,20 +435,7 @@ func (p *plannerHost) run(ctx context.Context) {
 
 func (p *plannerHost) step() {
 	members, epoch := p.mem.Snapshot()
-	alive := map[string]bool{}
-	for _, m := range members {
-		alive[m.Name] = true
-	}
-	names := make([]string, len(p.roster))
-	leader := ""
-	for i, n := range p.roster {
-		if alive[n] {
-			names[i] = n
-			if leader == "" {
-				leader = n
-			}
-		}
-	}
+	leader := cluster.PlannerNode(members, p.order)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if leader != p.leader {
@@ -358,7 +444,7 @@ func (p *plannerHost) step() {
 	}
 	switch {
 	case leader == p.self && p.pid == nil:
-		cfg := planner.DefaultConfig(p.self, len(p.roster))
+		cfg := planner.DefaultConfig(p.self, p.maxNodes)
 		cfg.Tick = p.tick
 		cfg.Logger = p.log.With("component", "planner")
 		pusher, err := actors.NewRemotePusher(p.sys, p.book, actors.DefaultCallConfig(), epoch)
@@ -382,6 +468,7 @@ func (p *plannerHost) step() {
 		p.pid = nil
 	}
 	if p.pid != nil {
-		p.sys.Root.Send(p.pid, planner.Nodes{Names: names, MembershipEpoch: epoch, Unsettled: !p.mem.Settled(time.Second)})
+		p.sys.Root.Send(p.pid, planner.Nodes{Names: cluster.ComputeNodes(members, p.order), MembershipEpoch: epoch,
+			Unsettled: !p.mem.SettledExceptLeaves(p.settle)})
 	}
 }
