@@ -52,9 +52,11 @@ type AccessSummary struct {
 	// Membership epoch the sender had when it built the summary; the planner
 	// acts only on settled membership and may drop summaries from older epochs.
 	MembershipEpoch uint64 `protobuf:"varint,3,opt,name=membership_epoch,json=membershipEpoch,proto3" json:"membership_epoch,omitempty"`
-	// Profiler tick sequence number, strictly increasing per node (restart at 1
-	// after a node restart together with a new membership epoch). The planner
-	// drops a (node, tick) it has already applied.
+	// Profiler tick sequence number, strictly increasing per node. Nodes start
+	// it at the number of heartbeat periods since the Unix epoch, so a node
+	// restarted under the same name continues above its previous run's ticks
+	// instead of being ignored. The planner drops a (node, tick) it has
+	// already applied.
 	Tick uint64 `protobuf:"varint,4,opt,name=tick,proto3" json:"tick,omitempty"`
 	// Length of the window this summary covers, in microseconds.
 	WindowMicros uint64 `protobuf:"varint,5,opt,name=window_micros,json=windowMicros,proto3" json:"window_micros,omitempty"`

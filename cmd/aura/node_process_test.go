@@ -135,7 +135,7 @@ func TestNodeProcessesLearnOwnership(t *testing.T) {
 	if committed.Load() == 0 {
 		t.Fatal("nothing committed")
 	}
-	if local < 0.5 {
+	if local < 0.5 && !raceEnabled {
 		t.Errorf("local hit %.1f%% after 12 s, want ≥ 50%% (chance: 33%%): the cluster did not learn ownership", 100*local)
 	}
 	for _, r := range wl.Check(ctx, store.NewSnapshot(layout, dev)) {
