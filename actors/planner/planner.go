@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -257,6 +258,11 @@ func (a *Actor) Receive(ctx actor.Context) {
 	}
 }
 
+// dropGone deletes the entries of nodes that are not live.
+func dropGone[V any](m map[string]V, live map[string]bool) {
+	maps.DeleteFunc(m, func(name string, _ V) bool { return !live[name] })
+}
+
 func (a *Actor) setNodes(n Nodes) {
 	a.nodes = Nodes{Names: append([]string(nil), n.Names...), MembershipEpoch: n.MembershipEpoch, Unsettled: n.Unsettled}
 	a.status.MembershipEpoch = n.MembershipEpoch
@@ -266,27 +272,12 @@ func (a *Actor) setNodes(n Nodes) {
 			a.live[name] = true
 		}
 	}
-	for name := range a.unslotted {
-		if !a.live[name] {
-			delete(a.unslotted, name)
-		}
-	}
-	// A node that is gone no longer holds up the epoch.
-	for name := range a.pending {
-		if !a.live[name] {
-			delete(a.pending, name)
-		}
-	}
-	for name := range a.have {
-		if !a.live[name] {
-			delete(a.have, name)
-		}
-	}
-	for name := range a.seen {
-		if !a.live[name] {
-			delete(a.seen, name)
-		}
-	}
+	// A node that is gone no longer holds up the epoch, and its per-node
+	// state goes with it.
+	dropGone(a.unslotted, a.live)
+	dropGone(a.pending, a.live)
+	dropGone(a.have, a.live)
+	dropGone(a.seen, a.live)
 	// A node that joined since the current epoch was published gets it now
 	// (in full: it has no base), so it routes by the same map as everyone
 	// else; the next epoch waits for it like for every live node.

@@ -380,6 +380,21 @@ func (lc *loadClient) localLocks(node string) (uint64, uint64) {
 }
 
 // logWatch scans a node's stderr from an offset for a line.
+// checkPhases reports the commits of each phase (phase i counted while
+// lc.phase was i) and fails the test for a phase without any.
+func (lc *loadClient) checkPhases(t *testing.T, phases ...string) {
+	t.Helper()
+	for i, name := range phases {
+		n := lc.commits[i].Load()
+		t.Logf("%s: %d committed", name, n)
+		if n == 0 {
+			t.Errorf("nothing committed %s", name)
+		}
+	}
+	t.Logf("client: %d transport/node errors, %d transactions given up after 200 attempts (last error: %v)",
+		lc.errs.Load(), lc.gaveUp.Load(), lc.lastErr.Load())
+}
+
 type logWatch struct {
 	p    *nodeProcess
 	from int
@@ -447,6 +462,36 @@ func published(cond func(roster, owned string) bool) func(string) bool {
 	return func(l string) bool {
 		return strings.Contains(l, `msg="epoch published"`) && cond(logField(l, "roster"), logField(l, "owned"))
 	}
+}
+
+// memberEvent matches a membership log line ("leave", "fail", "join")
+// about node.
+func memberEvent(event, node string) func(string) bool {
+	return func(l string) bool {
+		return strings.Contains(l, `msg="cluster: member `+event+`"`) && strings.Contains(l, "member="+node+" ")
+	}
+}
+
+// awaitDeparture waits until the watched node logs node's membership event
+// ("leave", "fail") within eventWithin, then a published map without node
+// within mapWithin, and returns both times since the watch was made.
+func awaitDeparture(t *testing.T, w logWatch, node, event string, eventWithin, mapWithin time.Duration) (seen, gone time.Duration) {
+	t.Helper()
+	_, seen, ok := w.wait(eventWithin, memberEvent(event, node))
+	if !ok {
+		t.Fatalf("the watched node logged no member %s of %s within %v", event, node, eventWithin)
+	}
+	line, gone, ok := w.wait(mapWithin, mapWithout(node))
+	if !ok {
+		t.Fatalf("an OwnerMap still names %s %v after the watch began", node, mapWithin)
+	}
+	t.Logf("first map without %s: %s", node, line)
+	return seen, gone
+}
+
+// mapWithout matches a published map whose roster does not name node.
+func mapWithout(node string) func(string) bool {
+	return published(func(roster, _ string) bool { return !namesNode(roster, node) })
 }
 
 // namesNode reports whether a comma-separated roster or owned field names
@@ -539,19 +584,9 @@ func TestNodeProcessesJoinAndLeaveUnderLoad(t *testing.T) {
 	if err := n3.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	_, left, ok := leaveLog.wait(time.Second, func(l string) bool {
-		return strings.Contains(l, `msg="cluster: member leave"`) && strings.Contains(l, "member=cn-3 ")
-	})
-	if !ok {
-		t.Fatalf("the planner's node did not see cn-3 leave within 1 s of SIGTERM")
-	}
 	// It stopped granting before it left, so the planner reassigns its
 	// cohorts at once (no --settle wait for a graceful leave).
-	firstWithout, gone, ok := leaveLog.wait(2*time.Second, published(func(roster, owned string) bool { return !namesNode(roster, "cn-3") }))
-	if !ok {
-		t.Fatalf("an OwnerMap still names cn-3 2 s after SIGTERM")
-	}
-	t.Logf("first map without cn-3: %s", firstWithout)
+	left, gone := awaitDeparture(t, leaveLog, "cn-3", "leave", time.Second, 2*time.Second)
 	select {
 	case err := <-n3.exited:
 		n3.exited <- err
@@ -572,7 +607,7 @@ func TestNodeProcessesJoinAndLeaveUnderLoad(t *testing.T) {
 	// map planned after that leaves it out, and every later one does too.
 	without, seenLeave, naming := false, false, 0
 	for _, l := range leaveLog.lines() {
-		if strings.Contains(l, `msg="cluster: member leave"`) && strings.Contains(l, "member=cn-3 ") {
+		if memberEvent("leave", "cn-3")(l) {
 			seenLeave = true
 		}
 		if !published(func(string, string) bool { return true })(l) {
@@ -608,15 +643,7 @@ func TestNodeProcessesJoinAndLeaveUnderLoad(t *testing.T) {
 	time.Sleep(2 * time.Second)
 	lc.halt()
 
-	for i, name := range []string{"with 3 nodes", "after the join", "after the leave", "after the rejoin", "in the last 2 s"} {
-		n := lc.commits[i].Load()
-		t.Logf("%s: %d committed", name, n)
-		if n == 0 {
-			t.Errorf("nothing committed %s", name)
-		}
-	}
-	t.Logf("client: %d transport/node errors, %d transactions given up after 200 attempts (last error: %v)",
-		lc.errs.Load(), lc.gaveUp.Load(), lc.lastErr.Load())
+	lc.checkPhases(t, "with 3 nodes", "after the join", "after the leave", "after the rejoin", "in the last 2 s")
 	for _, r := range wl.Check(context.Background(), store.NewSnapshot(layout, dev)) {
 		if r.Err != nil {
 			t.Errorf("TPC-C %s: %v", r.Name, r.Err)
@@ -674,17 +701,7 @@ func TestNodeProcessesSurviveCrashes(t *testing.T) {
 	t.Logf("before the crash: %s", lastPublished(n1))
 	_ = n4.cmd.Process.Kill()
 	lc.route(n1, n2, n3) // a client that lost its connection re-routes at once
-	_, detected, ok := crashLog.wait(6*time.Second, func(l string) bool {
-		return strings.Contains(l, `msg="cluster: member fail"`) && strings.Contains(l, "member=cn-4 ")
-	})
-	if !ok {
-		t.Fatal("the planner's node did not declare cn-4 failed within 6 s of kill -9")
-	}
-	without, gone, ok := crashLog.wait(20*time.Second, published(func(roster, owned string) bool { return !namesNode(roster, "cn-4") }))
-	if !ok {
-		t.Fatal("an OwnerMap still names cn-4 20 s after it was killed")
-	}
-	t.Logf("first map without cn-4: %s", without)
+	detected, gone := awaitDeparture(t, crashLog, "cn-4", "fail", 6*time.Second, 20*time.Second)
 	t.Logf("crash: cn-4 declared failed %v after kill -9; first map without it %v after the kill",
 		detected.Round(time.Millisecond), gone.Round(time.Millisecond))
 	time.Sleep(2 * time.Second)
@@ -723,43 +740,15 @@ func TestNodeProcessesSurviveCrashes(t *testing.T) {
 	lc.phase.Store(3)
 	time.Sleep(2 * time.Second)
 	lc.halt()
-	for i, name := range []string{"with 4 nodes", "after the crash", "during the planner failover", "in the last 2 s"} {
-		n := lc.commits[i].Load()
-		t.Logf("%s: %d committed", name, n)
-		if n == 0 {
-			t.Errorf("nothing committed %s", name)
-		}
-	}
-	t.Logf("client: %d transport/node errors, %d transactions given up after 200 attempts (last error: %v)",
-		lc.errs.Load(), lc.gaveUp.Load(), lc.lastErr.Load())
+	lc.checkPhases(t, "with 4 nodes", "after the crash", "during the planner failover", "in the last 2 s")
 }
 
 func TestNodeHelpExplainsEveryFlag(t *testing.T) {
-	cmd := newNodeCmd()
 	// The workload flags are bench's and sim's too; their help is theirs.
 	var wf workloadFlags
 	shared := pflag.NewFlagSet("wl", pflag.ContinueOnError)
 	wf.register(shared)
-	var missing []string
-	cmd.Flags().VisitAll(func(f *pflag.Flag) {
-		if shared.Lookup(f.Name) == nil && len(strings.TrimSpace(f.Usage)) < 20 {
-			missing = append(missing, f.Name)
-		}
-	})
-	if len(missing) > 0 {
-		t.Fatalf("flags without a real explanation: %v", missing)
-	}
-	var out bytes.Buffer
-	cmd.SetOut(&out)
-	cmd.SetArgs([]string{"--help"})
-	if err := cmd.Execute(); err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{"--nodes", "--planner", "--max-nodes", "--id", "--settle", "roster", "allow-list", nodeReadyPrefix} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("--help does not mention %s", want)
-		}
-	}
+	assertHelp(t, newNodeCmd(), shared, "--nodes", "--planner", "--max-nodes", "--id", "--settle", "roster", "allow-list", nodeReadyPrefix)
 }
 
 // TestNodeRefusesBadFlags: flag problems are reported before the node
