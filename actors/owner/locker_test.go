@@ -477,18 +477,7 @@ func TestLockerMoved(t *testing.T) {
 	if r.Outcome != occ.Aborted || r.Counters.Redirects != 1 {
 		t.Fatalf("redirect loop: %v %+v", r.Outcome, r.Counters)
 	}
-	var total uint64
-	mustRun(t, co[0], func(tx txn.Tx) error {
-		total = 0
-		for k := range uint64(8) {
-			v, err := tx.Get(acct(k))
-			if err != nil {
-				return err
-			}
-			total += binary.LittleEndian.Uint64(v)
-		}
-		return nil
-	})
+	total := bankTotal(t, co[0], 8)
 	if total != 800+5 {
 		t.Fatalf("total %d", total)
 	}
@@ -641,6 +630,93 @@ func migrate(t testing.TB, c *cluster, id control.CohortID, kgs []control.KeyGro
 	return len(fenced)
 }
 
+// bankTotal sums the balances of accounts 0..n−1 in one transaction.
+func bankTotal(t *testing.T, co *occ.Coordinator, n uint64) uint64 {
+	t.Helper()
+	var total uint64
+	mustRun(t, co, func(tx txn.Tx) error {
+		total = 0
+		for k := range n {
+			v, err := tx.Get(acct(k))
+			if err != nil {
+				return err
+			}
+			total += binary.LittleEndian.Uint64(v)
+		}
+		return nil
+	})
+	return total
+}
+
+// assertNothingHeld fails the test if a lock word on the memory node is
+// still locked or a node's owner table still holds a lock.
+func (c *cluster) assertNothingHeld(t *testing.T) {
+	t.Helper()
+	for i, w := range c.allLockWords(t) {
+		if occ.IsLocked(w) {
+			t.Fatalf("slot %d left locked: %#x", i, w)
+		}
+	}
+	for i, s := range c.tables {
+		s.Do(func(tb *Table) error {
+			if tb.Locks() != 0 {
+				t.Errorf("cn-%d table still holds %d locks:\n%s", i, tb.Locks(), tb)
+			}
+			return nil
+		})
+	}
+}
+
+// bankLoad runs concurrent transfers between nAccts accounts: on each of
+// the three nodes, workersPerNode workers of transfers transactions each.
+type bankLoad struct {
+	wg        sync.WaitGroup
+	mu        sync.Mutex
+	sum       occ.Counters
+	committed int
+}
+
+func (l *bankLoad) start(c *cluster, nAccts uint64, workersPerNode, transfers int) {
+	for node := range 3 {
+		for w := range workersPerNode {
+			l.wg.Add(1)
+			go func() {
+				defer l.wg.Done()
+				co := c.coordinator(node)
+				rng := rand.New(rand.NewPCG(uint64(node), uint64(w)))
+				for range transfers {
+					a, b := rng.Uint64N(nAccts), rng.Uint64N(nAccts)
+					if a == b {
+						continue
+					}
+					l.record(co.Run(context.Background(), uint64(node*100+w), func(tx txn.Tx) error {
+						vs, err := tx.GetForUpdateMany([]txn.Ref{acct(a), acct(b)})
+						if err != nil {
+							return err
+						}
+						if err := tx.Put(acct(a), u64(binary.LittleEndian.Uint64(vs[0])-1)); err != nil {
+							return err
+						}
+						return tx.Put(acct(b), u64(binary.LittleEndian.Uint64(vs[1])+1))
+					}))
+				}
+			}()
+		}
+	}
+}
+
+// record counts r's counters and reports whether it committed.
+func (l *bankLoad) record(r occ.Result) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.sum.Add(r.Counters)
+	if r.Outcome == occ.Committed {
+		l.committed++
+		return true
+	}
+	return false
+}
+
 // TestBankAcrossPaths runs concurrent transfers on three nodes, with locks
 // split between LOCAL grants, owner RPCs and MN CAS, while cohorts migrate
 // between the nodes and to the MN CAS path and back, and the transport
@@ -654,50 +730,16 @@ func TestBankAcrossPaths(t *testing.T) {
 	for k := range uint64(nAccts) {
 		mustRun(t, co, func(tx txn.Tx) error { return tx.Insert(acct(k), u64(initial)) })
 	}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var sum occ.Counters
-	committed := 0
+	load := &bankLoad{}
+	load.start(c, nAccts, workersPerNode, transfers)
 	stop := make(chan struct{})
-	for node := range 3 {
-		for w := range workersPerNode {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				co := c.coordinator(node)
-				rng := rand.New(rand.NewPCG(uint64(node), uint64(w)))
-				for range transfers {
-					a, b := rng.Uint64N(nAccts), rng.Uint64N(nAccts)
-					if a == b {
-						continue
-					}
-					r := co.Run(context.Background(), uint64(node*100+w), func(tx txn.Tx) error {
-						vs, err := tx.GetForUpdateMany([]txn.Ref{acct(a), acct(b)})
-						if err != nil {
-							return err
-						}
-						if err := tx.Put(acct(a), u64(binary.LittleEndian.Uint64(vs[0])-1)); err != nil {
-							return err
-						}
-						return tx.Put(acct(b), u64(binary.LittleEndian.Uint64(vs[1])+1))
-					})
-					mu.Lock()
-					sum.Add(r.Counters)
-					if r.Outcome == occ.Committed {
-						committed++
-					}
-					mu.Unlock()
-				}
-			}()
-		}
-	}
 	// A slow transaction on cohort 1's records (keys 0 and 8, key group 0)
 	// outlives the drain deadline of its migrations: it gets fenced, keeps
 	// its held sentinel on the memory node, and the new owner's grants are
 	// refused by the lock word until it releases.
-	wg.Add(1)
+	load.wg.Add(1)
 	go func() {
-		defer wg.Done()
+		defer load.wg.Done()
 		co := c.coordinator(1)
 		for commits := 0; commits < 4; {
 			r := co.Run(context.Background(), 999, func(tx txn.Tx) error {
@@ -711,13 +753,9 @@ func TestBankAcrossPaths(t *testing.T) {
 				}
 				return tx.Put(acct(8), u64(binary.LittleEndian.Uint64(vs[1])+7))
 			})
-			mu.Lock()
-			sum.Add(r.Counters)
-			if r.Outcome == occ.Committed {
-				committed++
+			if load.record(r) {
 				commits++
 			}
-			mu.Unlock()
 			time.Sleep(time.Millisecond)
 		}
 	}()
@@ -742,7 +780,7 @@ func TestBankAcrossPaths(t *testing.T) {
 		{3, 1, 6, 0},  // cohort 3 cn-2 → cn-1
 	}
 	var fencedTotal int
-	go func() { wg.Wait(); close(stop) }()
+	go func() { load.wg.Wait(); close(stop) }()
 	for _, st := range steps {
 		select {
 		case <-stop:
@@ -769,18 +807,8 @@ func TestBankAcrossPaths(t *testing.T) {
 		}
 	}
 	<-stop
-	var total uint64
-	mustRun(t, co, func(tx txn.Tx) error {
-		total = 0
-		for k := range uint64(nAccts) {
-			v, err := tx.Get(acct(k))
-			if err != nil {
-				return err
-			}
-			total += binary.LittleEndian.Uint64(v)
-		}
-		return nil
-	})
+	total := bankTotal(t, co, nAccts)
+	committed, sum := load.committed, load.sum
 	t.Logf("committed %d, counters %+v, fenced %d, rpc locks %d, reclaimed %d", committed, sum, fencedTotal,
 		c.tr.locks.Load(), c.nodes[0].Stats.Reclaimed.Load()+c.nodes[1].Stats.Reclaimed.Load()+c.nodes[2].Stats.Reclaimed.Load())
 	if total != nAccts*initial {
@@ -789,19 +817,7 @@ func TestBankAcrossPaths(t *testing.T) {
 	if committed == 0 || sum.LocksLocal == 0 || sum.LocksOwnerRPC == 0 || sum.LocksMNCAS == 0 {
 		t.Fatalf("a path never granted: committed %d, %+v", committed, sum)
 	}
-	for i, w := range c.allLockWords(t) {
-		if occ.IsLocked(w) {
-			t.Fatalf("slot %d left locked: %#x", i, w)
-		}
-	}
-	for i, s := range c.tables {
-		s.Do(func(tb *Table) error {
-			if tb.Locks() != 0 {
-				t.Errorf("cn-%d table still holds %d locks:\n%s", i, tb.Locks(), tb)
-			}
-			return nil
-		})
-	}
+	c.assertNothingHeld(t)
 }
 
 // TestSlotReuseAcrossPaths: deletes through a LOCAL owner leave their empty

@@ -111,19 +111,7 @@ func TestConnectionLossAcrossPaths(t *testing.T) {
 	if res := porcupine.CheckOperationsTimeout(bankModel, history, 60*time.Second); res != porcupine.Ok {
 		t.Fatalf("history under faults is %s", res)
 	}
-	for i, w := range c.allLockWords(t) {
-		if occ.IsLocked(w) {
-			t.Fatalf("slot %d left locked: %#x", i, w)
-		}
-	}
-	for i, s := range c.tables {
-		s.Do(func(tb *Table) error {
-			if tb.Locks() != 0 {
-				t.Errorf("cn-%d table still holds %d locks:\n%s", i, tb.Locks(), tb)
-			}
-			return nil
-		})
-	}
+	c.assertNothingHeld(t)
 	var resolved, unresolved uint64
 	for _, n := range c.nodes {
 		resolved += n.Stats.Resolved.Load()

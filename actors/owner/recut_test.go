@@ -1,18 +1,13 @@
 package owner
 
 import (
-	"context"
-	"encoding/binary"
 	"errors"
 	"maps"
-	"math/rand/v2"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/aura-runtime/aura/control"
-	"github.com/aura-runtime/aura/occ"
 	"github.com/aura-runtime/aura/txn"
 )
 
@@ -228,44 +223,10 @@ func TestBankRecuts(t *testing.T) {
 	for k := range uint64(nAccts) {
 		mustRun(t, co, func(tx txn.Tx) error { return tx.Insert(acct(k), u64(initial)) })
 	}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var sum occ.Counters
-	committed := 0
-	for node := range 3 {
-		for w := range workersPerNode {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				co := c.coordinator(node)
-				rng := rand.New(rand.NewPCG(uint64(node), uint64(w)))
-				for range transfers {
-					a, b := rng.Uint64N(nAccts), rng.Uint64N(nAccts)
-					if a == b {
-						continue
-					}
-					r := co.Run(context.Background(), uint64(node*100+w), func(tx txn.Tx) error {
-						vs, err := tx.GetForUpdateMany([]txn.Ref{acct(a), acct(b)})
-						if err != nil {
-							return err
-						}
-						if err := tx.Put(acct(a), u64(binary.LittleEndian.Uint64(vs[0])-1)); err != nil {
-							return err
-						}
-						return tx.Put(acct(b), u64(binary.LittleEndian.Uint64(vs[1])+1))
-					})
-					mu.Lock()
-					sum.Add(r.Counters)
-					if r.Outcome == occ.Committed {
-						committed++
-					}
-					mu.Unlock()
-				}
-			}()
-		}
-	}
+	load := &bankLoad{}
+	load.start(c, nAccts, workersPerNode, transfers)
 	stop := make(chan struct{})
-	go func() { wg.Wait(); close(stop) }()
+	go func() { load.wg.Wait(); close(stop) }()
 	type cohort struct {
 		owner int
 		epoch uint64
@@ -327,22 +288,12 @@ func TestBankRecuts(t *testing.T) {
 		}
 	}
 	<-stop
-	var total uint64
-	mustRun(t, co, func(tx txn.Tx) error {
-		total = 0
-		for k := range uint64(nAccts) {
-			v, err := tx.Get(acct(k))
-			if err != nil {
-				return err
-			}
-			total += binary.LittleEndian.Uint64(v)
-		}
-		return nil
-	})
+	total := bankTotal(t, co, nAccts)
 	var reclaimed uint64
 	for _, n := range c.nodes {
 		reclaimed += n.Stats.Reclaimed.Load()
 	}
+	committed, sum := load.committed, load.sum
 	t.Logf("committed %d, counters %+v, rpc locks %d, taken over %d", committed, sum, c.tr.locks.Load(), reclaimed)
 	if total != nAccts*initial {
 		t.Fatalf("total %d, want %d", total, nAccts*initial)
@@ -350,17 +301,5 @@ func TestBankRecuts(t *testing.T) {
 	if committed == 0 {
 		t.Fatal("nothing committed")
 	}
-	for i, w := range c.allLockWords(t) {
-		if occ.IsLocked(w) {
-			t.Fatalf("slot %d left locked: %#x", i, w)
-		}
-	}
-	for i, s := range c.tables {
-		s.Do(func(tb *Table) error {
-			if tb.Locks() != 0 {
-				t.Errorf("cn-%d table still holds %d locks:\n%s", i, tb.Locks(), tb)
-			}
-			return nil
-		})
-	}
+	c.assertNothingHeld(t)
 }

@@ -305,16 +305,22 @@ func Refine(req *RefineRequest) *RefineResult {
 	return res
 }
 
-// components cuts each part into its connected components over req.Edges
-// (each component sorted; singletons included).
-func components(parts [][]int32, req *RefineRequest) [][]int32 {
-	n := len(req.KGs)
+// partIndex returns, for each of n members, the index of its part.
+func partIndex(parts [][]int32, n int) []int32 {
 	partOf := make([]int32, n)
 	for k, p := range parts {
 		for _, m := range p {
 			partOf[m] = int32(k)
 		}
 	}
+	return partOf
+}
+
+// components cuts each part into its connected components over req.Edges
+// (each component sorted; singletons included).
+func components(parts [][]int32, req *RefineRequest) [][]int32 {
+	n := len(req.KGs)
+	partOf := partIndex(parts, n)
 	parent := make([]int32, n)
 	for i := range parent {
 		parent[i] = int32(i)
@@ -364,12 +370,7 @@ func dropStrays(parts [][]int32, req *RefineRequest) [][]int32 {
 		return parts
 	}
 	n := len(req.KGs)
-	partOf := make([]int32, n)
-	for k, p := range parts {
-		for _, m := range p {
-			partOf[m] = int32(k)
-		}
-	}
+	partOf := partIndex(parts, n)
 	in := make([]float64, n)
 	for _, e := range req.Edges {
 		if partOf[e.A] == partOf[e.B] {
