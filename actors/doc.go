@@ -20,11 +20,13 @@
 // path (package actors/owner): its coordinators' lockers grant locks of the
 // cohorts the node owns from its owner table, ask other owners by RPC, and
 // fall back to the atomic actors for unowned key groups. The node then
-// serves two named actors — OwnerActorName (owner RPCs from other nodes) and
-// OwnerMapActorName (OwnerMap pushes from the planner: cohorts leaving the
-// node are frozen and retired once drained, cohorts re-cut in place are
-// reconfigured, new ones installed) — and its access profiler sends a summary
-// every HeartbeatEvery to the planner.
+// serves its cohort activator (package actors/cohort: owner RPCs from other
+// nodes, each cohort served by its own activation actor, started only on
+// the cohort's owner) and OwnerMapActorName (OwnerMap pushes from the
+// planner: cohorts leaving the node are frozen and retired once drained,
+// cohorts re-cut in place are reconfigured, new ones installed; the
+// activator is told to Sync after each change), and its access profiler
+// sends a summary every HeartbeatEvery to the planner.
 //
 // Cross-node requests go through Call: a per-attempt timeout, jittered
 // exponential backoff and a bounded number of attempts, each caller with its

@@ -13,6 +13,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/aura-runtime/aura/actors/cohort"
 	"github.com/aura-runtime/aura/control"
 	"github.com/aura-runtime/aura/messages"
 	"github.com/aura-runtime/aura/occ"
@@ -168,9 +169,12 @@ func NewNode(cfg NodeConfig, dev rdma.Device, layout *store.Layout, wl workload.
 			n.qps = append(n.qps, qp)
 			ownerQPs = append(ownerQPs, qp)
 		}
-		if _, err := SpawnOwnerEndpoint(n.system, o.svc, cfg.MailboxSize); err != nil {
+		cc := cohort.DefaultConfig()
+		cc.MaxActivations, cc.MailboxSize = o.svc.Config().MaxCohorts, cfg.MailboxSize
+		if o.activator, err = cohort.Spawn(n.system, cc, o, o.svc); err != nil {
 			return fail(err)
 		}
+		o.root = n.system.Root
 		if _, err := n.system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &ownerMapActor{o: o} }, mailbox), OwnerMapActorName); err != nil {
 			return fail(err)
 		}

@@ -8,43 +8,12 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/aura-runtime/aura/actors/cohort"
 	"github.com/aura-runtime/aura/actors/owner"
 	"github.com/aura-runtime/aura/actors/planner"
+	"github.com/aura-runtime/aura/control"
 	"github.com/aura-runtime/aura/messages"
 )
-
-// OwnerActorName is the name under which every node registers its owner
-// endpoint; a peer's endpoint is the PID (peer's remote address, this name).
-const OwnerActorName = "owner"
-
-// ownerActor serves a node's owner lock table to other nodes. The Service
-// does the work under its own mutex, so one actor per node suffices: a lock
-// request costs a few microseconds of table work.
-type ownerActor struct{ svc *owner.Service }
-
-func (a *ownerActor) Receive(ctx actor.Context) {
-	switch m := ctx.Message().(type) {
-	case *messages.LockRequest:
-		ctx.Respond(a.svc.HandleLock(m))
-	case *messages.UnlockRequest:
-		ctx.Respond(a.svc.HandleUnlock(m))
-	}
-}
-
-// SpawnOwnerEndpoint registers svc as system's owner endpoint, with a
-// bounded mailbox.
-func SpawnOwnerEndpoint(system *actor.ActorSystem, svc *owner.Service, mailboxSize int) (*actor.PID, error) {
-	if svc == nil {
-		return nil, fmt.Errorf("owner endpoint: nil service")
-	}
-	props := actor.PropsFromProducer(func() actor.Actor { return &ownerActor{svc: svc} },
-		actor.WithMailbox(actor.Bounded(mailboxSize)))
-	pid, err := system.Root.SpawnNamed(props, OwnerActorName)
-	if err != nil {
-		return nil, fmt.Errorf("owner endpoint: %w", err)
-	}
-	return pid, nil
-}
 
 // AddressBook maps a node's membership name to its remote address
 // (host:port). cluster.Membership provides it from the members' metadata.
@@ -58,17 +27,24 @@ type AddressBookFunc func(node string) (string, bool)
 // RemoteAddress implements AddressBook.
 func (f AddressBookFunc) RemoteAddress(node string) (string, bool) { return f(node) }
 
-// RemoteTransport carries owner lock RPCs to other nodes' owner endpoints
-// through protoactor remote, each request through Call (per-attempt timeout,
-// jittered exponential backoff, bounded attempts). It implements
-// owner.Transport.
+// RemoteTransport carries owner lock RPCs to the cohorts' activations on
+// other nodes through protoactor remote (package actors/cohort). A request
+// goes straight to the cohort's activation when the transport's PIDCache
+// knows it, else to the owner node's activator, which forwards it to the
+// activation (starting one if the node owns the cohort) or answers with the
+// table's typed refusal. The cache is keyed by the requests' OwnerMap
+// epoch: a request from a newer map empties it. A dead letter from a
+// cached activation (retired since) drops the entry and the request goes
+// to the activator. Requests to the activator go through Call
+// (per-attempt timeout, jittered exponential backoff, bounded attempts,
+// the same request id each attempt). It implements owner.Transport.
 type RemoteTransport struct {
-	root  *actor.RootContext
-	book  AddressBook
-	cfg   CallConfig
-	mu    sync.Mutex
-	rng   *rand.Rand
-	cache map[string]*actor.PID
+	root *actor.RootContext
+	book AddressBook
+	cfg  CallConfig
+	pids *cohort.PIDCache
+	mu   sync.Mutex
+	rng  *rand.Rand
 }
 
 // NewRemoteTransport returns a transport sending from system's root context.
@@ -76,8 +52,8 @@ func NewRemoteTransport(system *actor.ActorSystem, book AddressBook, cfg CallCon
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &RemoteTransport{root: system.Root, book: book, cfg: cfg,
-		rng: rand.New(rand.NewPCG(seed, 0x6f776e6572)), cache: map[string]*actor.PID{}}, nil
+	return &RemoteTransport{root: system.Root, book: book, cfg: cfg, pids: cohort.NewPIDCache(0),
+		rng: rand.New(rand.NewPCG(seed, 0x6f776e6572))}, nil
 }
 
 // UnknownNodeError is returned for a node the address book does not know.
@@ -85,42 +61,75 @@ type UnknownNodeError struct{ Node string }
 
 func (e *UnknownNodeError) Error() string { return fmt.Sprintf("owner rpc: unknown node %q", e.Node) }
 
-func (t *RemoteTransport) pid(node string) (*actor.PID, *rand.Rand, error) {
+func (t *RemoteTransport) address(node string) (string, error) {
 	addr, ok := t.book.RemoteAddress(node)
 	if !ok {
-		return nil, nil, &UnknownNodeError{Node: node}
+		return "", &UnknownNodeError{Node: node}
 	}
+	return addr, nil
+}
+
+// newRand returns a generator for one call, so calls do not serialise on
+// one.
+func (t *RemoteTransport) newRand() *rand.Rand {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	p := t.cache[node]
-	if p == nil || p.Address != addr {
-		// A restarted node comes back at a new address: the cached PID is
-		// replaced as soon as the address book says so.
-		p = actor.NewPID(addr, OwnerActorName)
-		t.cache[node] = p
-	}
-	// Each call gets its own generator so calls do not serialise on one.
-	return p, rand.New(rand.NewPCG(t.rng.Uint64(), t.rng.Uint64())), nil
+	return rand.New(rand.NewPCG(t.rng.Uint64(), t.rng.Uint64()))
 }
 
 // Lock implements owner.Transport.
 func (t *RemoteTransport) Lock(ctx context.Context, node string, req *messages.LockRequest) (*messages.LockReply, error) {
-	return remoteCall[*messages.LockReply](ctx, t, node, req, "lock")
+	// The request's epoch is the requester's OwnerMap epoch: a newer map
+	// may have moved any cohort.
+	t.pids.Invalidate(req.GetEpoch())
+	rep, err := cohortCall[*messages.LockReply](ctx, t, node, req.GetCohortId(), req, "lock")
+	if err == nil {
+		switch rep.GetStatus() {
+		case messages.LockStatus_LOCK_STATUS_OK, messages.LockStatus_LOCK_STATUS_CONFLICT:
+			// Granting (or refusing on a held record) means the cohort
+			// is active there, so an activation serves it.
+			if addr, err := t.address(node); err == nil {
+				t.pids.Put(node, addr, req.GetCohortId(), req.GetEpoch())
+			}
+		default:
+			t.pids.Drop(node, req.GetCohortId())
+		}
+	}
+	return rep, err
 }
 
 // Unlock implements owner.Transport.
 func (t *RemoteTransport) Unlock(ctx context.Context, node string, req *messages.UnlockRequest) (*messages.UnlockReply, error) {
-	return remoteCall[*messages.UnlockReply](ctx, t, node, req, "unlock")
+	return cohortCall[*messages.UnlockReply](ctx, t, node, req.GetCohortId(), req, "unlock")
 }
 
-// remoteCall sends req to node's owner endpoint and type-checks the reply.
-func remoteCall[R any](ctx context.Context, t *RemoteTransport, node string, req any, what string) (R, error) {
+// Activations returns the number of cached activation PIDs (for tests and
+// diagnostics).
+func (t *RemoteTransport) Activations() int { return t.pids.Len() }
+
+// cohortCall sends req about cohort id to its activation on node (cached)
+// or to node's activator, and type-checks the reply.
+func cohortCall[R any](ctx context.Context, t *RemoteTransport, node string, id control.CohortID, req any, what string) (R, error) {
 	var zero R
-	pid, rng, err := t.pid(node)
+	addr, err := t.address(node)
 	if err != nil {
 		return zero, err
 	}
-	r, err := Call(ctx, t.root, pid, req, t.cfg, rng)
+	if pid := t.pids.Get(node, addr, id); pid != nil {
+		r, err := t.root.RequestFuture(pid, req, t.cfg.AttemptTimeout).Result()
+		if err == nil {
+			if _, dead := r.(*actor.DeadLetterResponse); !dead {
+				if rep, ok := r.(R); ok {
+					return rep, nil
+				}
+				return zero, fmt.Errorf("owner rpc: %s answered a %s request with %T", node, what, r)
+			}
+		}
+		// Retired since, or no answer in time: forget it and ask the
+		// activator (the request id makes a resend harmless).
+		t.pids.Drop(node, id)
+	}
+	r, err := Call(ctx, t.root, actor.NewPID(addr, cohort.ActivatorName), req, t.cfg, t.newRand())
 	if err != nil {
 		return zero, err
 	}
@@ -153,10 +162,7 @@ func (p *RemotePusher) Push(ctx context.Context, node string, m *messages.OwnerM
 	if !ok {
 		return nil, &UnknownNodeError{Node: node}
 	}
-	p.t.mu.Lock()
-	rng := rand.New(rand.NewPCG(p.t.rng.Uint64(), p.t.rng.Uint64()))
-	p.t.mu.Unlock()
-	r, err := Call(ctx, p.t.root, actor.NewPID(addr, OwnerMapActorName), m, p.t.cfg, rng)
+	r, err := Call(ctx, p.t.root, actor.NewPID(addr, OwnerMapActorName), m, p.t.cfg, p.t.newRand())
 	if err != nil {
 		return nil, err
 	}

@@ -12,13 +12,12 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/aura-runtime/aura/actors/owner"
+	"github.com/aura-runtime/aura/actors/cohort"
 	"github.com/aura-runtime/aura/actors/planner"
 	"github.com/aura-runtime/aura/control"
 	"github.com/aura-runtime/aura/messages"
@@ -73,9 +72,10 @@ func clientSide(t *testing.T) *actor.ActorSystem {
 	return clientSystem
 }
 
-// runOwnerPeer serves a table that owns cohort 7 (key groups 1, 2) at epoch
-// 3 on a loopback remote endpoint, prints the address, and exits when its
-// standard input closes.
+// runOwnerPeer serves node "b" of the roster [a, b] on a loopback remote
+// endpoint — its cohort activator (owner RPCs) and its OwnerMap endpoint,
+// over one ownership state as in a node — prints the address, and exits
+// when its standard input closes. It owns what the maps pushed to it say.
 func runOwnerPeer() {
 	sys := quietSystem()
 	rem, err := StartRemote(sys, DefaultRemoteConfig("127.0.0.1:0"))
@@ -83,22 +83,11 @@ func runOwnerPeer() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	tab, err := owner.NewTable(owner.DefaultConfig())
-	if err == nil {
-		err = tab.Install(7, []control.KeyGroup{1, 2}, 3)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	var clock atomic.Int64
-	svc := owner.NewService(tab, func() int64 { return clock.Add(1) })
-	if _, err := SpawnOwnerEndpoint(sys, svc, 1024); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	// An OwnerMap endpoint for node "b" of the roster [a, b].
 	own, err := newOwnership(OwnershipConfig{Names: []string{"a", "b"}}, "b", nil)
+	if err == nil {
+		own.root = sys.Root
+		own.activator, err = cohort.Spawn(sys, cohort.DefaultConfig(), own, own.svc)
+	}
 	if err == nil {
 		_, err = sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &ownerMapActor{o: own} },
 			actor.WithMailbox(actor.Bounded(64))), OwnerMapActorName)
@@ -161,9 +150,48 @@ func lockReq(txnID, reqID uint64, key uint64) *messages.LockRequest {
 		Records: []*messages.RecordRef{{Table: 1, Key: key}}}
 }
 
+// pushTo returns a function that pushes OwnerMaps (full, in 16-byte chunks:
+// several per push) to node "b" at bAddr and returns the last
+// acknowledgement.
+func pushTo(t *testing.T, sys *actor.ActorSystem, bAddr string) func(base, m *control.OwnerMap) *messages.OwnerMapAck {
+	book := AddressBookFunc(func(n string) (string, bool) { return bAddr, n == "b" })
+	p, err := NewRemotePusher(sys, book, DefaultCallConfig(), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(base, m *control.OwnerMap) *messages.OwnerMapAck {
+		t.Helper()
+		ps, err := planner.Pushes(base, m, 16, "a", 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ack *messages.OwnerMapAck
+		for _, x := range ps {
+			if ack, err = p.Push(context.Background(), "b", x); err != nil {
+				t.Fatal(err)
+			}
+			if ack.GetNeedFull() || ack.GetError() != "" {
+				break
+			}
+		}
+		return ack
+	}
+}
+
+// cohort7 is the map of epoch e in which cohort 7 (key groups 1, 2) is
+// owned by roster index owner (0 = a, 1 = b).
+func cohort7(e uint64, owner int) *control.OwnerMap {
+	return &control.OwnerMap{Epoch: e, Cohorts: []control.Placement{
+		{Cohort: control.Cohort{ID: 7, KeyGroups: []control.KeyGroup{1, 2}}, Owner: owner}}}
+}
+
 func TestOwnerRPCAcrossActorSystems(t *testing.T) {
 	bAddr, _ := ownerPeer(t)
 	aSys := clientSide(t)
+	push := pushTo(t, aSys, bAddr)
+	if ack := push(nil, cohort7(3, 1)); ack.GetInstalledEpoch() != 3 || ack.GetError() != "" {
+		t.Fatalf("push of epoch 3: %v", ack)
+	}
 
 	book := AddressBookFunc(func(n string) (string, bool) {
 		if n == "b" {
@@ -208,6 +236,58 @@ func TestOwnerRPCAcrossActorSystems(t *testing.T) {
 	var unknown *UnknownNodeError
 	if _, err := tr.Lock(ctx, "nobody", lockReq(3, 6, 1)); !errors.As(err, &unknown) {
 		t.Fatalf("lock on an unknown node: %v, want *UnknownNodeError", err)
+	}
+	// Grants went to cohort 7's activation: its PID is cached.
+	if n := tr.Activations(); n != 1 {
+		t.Fatalf("%d cached activations after grants, want 1", n)
+	}
+
+	// Cohort 7 moves to a at epoch 4. Once b's table has no holder left the
+	// activation is retired; a request through the cached PID (or the
+	// activator, if the activation is gone) is refused with MOVED(a, 4),
+	// never granted, and the cache forgets the activation.
+	if ur, err := tr.Unlock(ctx, "b", &messages.UnlockRequest{TxnId: 2, CohortId: 7, Epoch: 3, Requester: "a", RequestId: 7, All: true}); err != nil || ur.GetStatus() != messages.LockStatus_LOCK_STATUS_OK {
+		t.Fatalf("release before the move: %v, %v", ur, err)
+	}
+	if ack := push(nil, cohort7(4, 0)); ack.GetInstalledEpoch() != 4 || ack.GetError() != "" {
+		t.Fatalf("push of epoch 4: %v", ack)
+	}
+	for i := range 3 {
+		rep, err := tr.Lock(ctx, "b", lockReq(3, uint64(8+i), 102))
+		if err != nil || rep.GetStatus() != messages.LockStatus_LOCK_STATUS_MOVED ||
+			rep.GetMoved().GetOwner() != "a" || rep.GetMoved().GetEpoch() != 4 {
+			t.Fatalf("lock after the move (try %d): %v, %v; want MOVED(a, 4)", i, rep, err)
+		}
+		if n := tr.Activations(); n != 0 {
+			t.Fatalf("%d cached activations after MOVED, want 0", n)
+		}
+	}
+
+	// Back to b at epoch 5: a new activation serves requests of epoch 5;
+	// the old epoch stays fenced.
+	if ack := push(nil, cohort7(5, 1)); ack.GetInstalledEpoch() != 5 || ack.GetError() != "" {
+		t.Fatalf("push of epoch 5: %v", ack)
+	}
+	old := lockReq(3, 11, 103)
+	if rep, err := tr.Lock(ctx, "b", old); err != nil || rep.GetStatus() == messages.LockStatus_LOCK_STATUS_OK {
+		t.Fatalf("epoch-3 lock after the return at epoch 5: %v, %v; want a refusal", rep, err)
+	}
+	fresh := lockReq(3, 12, 103)
+	fresh.Epoch = 5
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		rep, err := tr.Lock(ctx, "b", fresh)
+		if err == nil && rep.GetStatus() == messages.LockStatus_LOCK_STATUS_OK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("epoch-5 lock: %v, %v", rep, err)
+		}
+		fresh.RequestId += 100 // a new attempt, not a resend
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := tr.Activations(); n != 1 {
+		t.Fatalf("%d cached activations after the return, want 1", n)
 	}
 }
 
@@ -281,26 +361,10 @@ func TestOwnerMapPushAcrossProcesses(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
+	push := pushTo(t, sys, bAddr)
 	m1 := &control.OwnerMap{Epoch: 1, Cohorts: []control.Placement{
 		{Cohort: control.Cohort{ID: 5, KeyGroups: []control.KeyGroup{10, 11}}, Owner: 1},
 		{Cohort: control.Cohort{ID: 6, KeyGroups: []control.KeyGroup{12}}, Owner: 0}}}
-	push := func(base, m *control.OwnerMap) *messages.OwnerMapAck {
-		t.Helper()
-		ps, err := planner.Pushes(base, m, 16, "a", 1) // 16-byte chunks: several per push
-		if err != nil {
-			t.Fatal(err)
-		}
-		var ack *messages.OwnerMapAck
-		for _, x := range ps {
-			if ack, err = p.Push(ctx, "b", x); err != nil {
-				t.Fatal(err)
-			}
-			if ack.GetNeedFull() || ack.GetError() != "" {
-				break
-			}
-		}
-		return ack
-	}
 	if ack := push(nil, m1); ack.GetInstalledEpoch() != 1 || ack.GetError() != "" {
 		t.Fatalf("first push: %v", ack)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/aura-runtime/aura/actors/cohort"
 	"github.com/aura-runtime/aura/actors/owner"
 	"github.com/aura-runtime/aura/actors/planner"
 	"github.com/aura-runtime/aura/control"
@@ -82,6 +83,11 @@ type ownership struct {
 	res   *rosterResolver
 	onode *owner.Node
 	start time.Time
+	// activator is the node's cohort activator (package actors/cohort),
+	// told through root to Sync after every change of the owned cohorts;
+	// nil when the node runs without actors (tests of this file).
+	activator *actor.PID
+	root      *actor.RootContext
 
 	mu     sync.Mutex // guards everything below
 	asm    *planner.Assembler
@@ -191,8 +197,11 @@ func (o *ownership) run() {
 		o.tick++
 		s := o.prof.Summary(o.tick, accessgraph.SummaryV2)
 		s.OwnermapEpoch = o.asm.Installed().Epoch
-		o.retireDrained()
+		retired := o.retireDrained()
 		o.mu.Unlock()
+		if retired {
+			o.syncActivations()
+		}
 		if o.cfg.Heartbeat != nil {
 			o.cfg.Heartbeat(s)
 		}
@@ -200,16 +209,56 @@ func (o *ownership) run() {
 }
 
 // retireDrained retires frozen cohorts with no holders left, and fences
-// those past the table's drain deadline first. o.mu is held.
-func (o *ownership) retireDrained() {
+// those past the table's drain deadline first; it reports whether it
+// retired any. o.mu is held.
+func (o *ownership) retireDrained() bool {
 	if len(o.frozen) == 0 {
-		return
+		return false
 	}
+	before := len(o.frozen)
 	_ = o.svc.Do(func(t *owner.Table) error {
 		o.retireIn(t)
 		return nil
 	})
+	return len(o.frozen) < before
 }
+
+// syncActivations tells the activator to stop the activations of cohorts
+// the node no longer holds. Called without o.mu: the activator's mailbox is
+// bounded, and it calls Owned and Held, which take o.mu.
+func (o *ownership) syncActivations() {
+	if o.activator != nil {
+		o.root.Send(o.activator, cohort.Sync{})
+	}
+}
+
+// Owned implements cohort.Authority: the node grants cohort id's locks
+// (installed by the map, not frozen or relinquished).
+func (o *ownership) Owned(id control.CohortID) (uint64, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.relinquished {
+		return 0, false
+	}
+	if _, ok := o.owned[id]; !ok {
+		return 0, false
+	}
+	return o.epoch[id], true
+}
+
+// Held implements cohort.Authority: the table still holds activation
+// (id, epoch), owned or frozen and not yet retired.
+func (o *ownership) Held(id control.CohortID, epoch uint64) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if _, ok := o.owned[id]; ok && o.epoch[id] == epoch {
+		return true
+	}
+	f, ok := o.frozen[id]
+	return ok && f.epoch == epoch
+}
+
+var _ cohort.Authority = (*ownership)(nil)
 
 // retireIn is retireDrained with the table already locked.
 func (o *ownership) retireIn(t *owner.Table) {
@@ -241,8 +290,18 @@ func (o *ownership) retireIn(t *owner.Table) {
 // cohorts" in package owner); cohorts it newly owns are installed at the
 // map's epoch; the resolver switches to the map.
 func (o *ownership) handlePush(p *messages.OwnerMapPush) *messages.OwnerMapAck {
+	ack, installed := o.offer(p)
+	if installed {
+		o.syncActivations()
+	}
+	return ack
+}
+
+// offer is handlePush under o.mu; it reports whether it installed a map.
+func (o *ownership) offer(p *messages.OwnerMapPush) (*messages.OwnerMapAck, bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	installed := false
 	ack := &messages.OwnerMapAck{Epoch: p.GetEpoch(), Node: o.self, ChunkIndex: p.GetChunkIndex()}
 	m, err := o.asm.Offer(p)
 	switch {
@@ -251,13 +310,14 @@ func (o *ownership) handlePush(p *messages.OwnerMapPush) *messages.OwnerMapAck {
 	case err != nil:
 		ack.Error = err.Error()
 	case m != nil:
+		installed = true
 		if err := o.install(m); err != nil {
 			ack.Error = err.Error()
 		}
 	}
 	ack.InstalledEpoch = o.asm.Installed().Epoch
 	ack.InstalledPlanner = o.asm.InstalledFrom()
-	return ack
+	return ack, installed
 }
 
 func (o *ownership) install(m *control.OwnerMap) error {
@@ -354,6 +414,7 @@ func (o *ownership) install(m *control.OwnerMap) error {
 // this guarantees it grants none by then (I1), also to transactions it is
 // still finishing. The cohorts stay frozen until the process ends.
 func (o *ownership) relinquish() error {
+	defer o.syncActivations()
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.relinquished = true

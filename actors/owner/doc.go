@@ -23,10 +23,11 @@
 //     and a fallback occ.Locker (MN CAS). MapResolver is a Resolver over
 //     control.OwnerMap values.
 //
-// Elsewhere: the actor serving a Service to other nodes and a Transport over
-// protoactor remote belong to package actors; the OwnerMap subscription and
-// the migration driver that call Install / Freeze / Fence / Retire belong to
-// the cluster runtime. Not written yet: a repair sweep for lock words left
+// Elsewhere: the cohort activations serving a Service to other nodes are
+// package actors/cohort's, the Transport over protoactor remote and the
+// OwnerMap subscription that calls Install / Reconfigure / Freeze / Fence /
+// Retire are package actors'; the migration driver belongs to the
+// migration issue. Not written yet: a repair sweep for lock words left
 // held by crashed holders, and a lease on holders of active cohorts (see
 // "Limits" below).
 //
