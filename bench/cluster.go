@@ -73,7 +73,7 @@ func startCluster(ctx context.Context, cfg Config, layout *store.Layout, cen *ce
 	case "static":
 		fixed = staticMap(wl, cen, cfg.CNs)
 	case "hash":
-		fixed = hashMap(cen, cfg.CNs)
+		fixed = hashMap(cen, c.names)
 	}
 	table := owner.DefaultConfig()
 	if fixed != nil {

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/aura-runtime/aura/actors/cohort"
 	"github.com/aura-runtime/aura/control"
 	"github.com/aura-runtime/aura/control/router"
 	"github.com/aura-runtime/aura/txn"
@@ -147,16 +148,21 @@ func staticMap(wl workload.Workload, c *census, nodes int) *control.OwnerMap {
 	return m
 }
 
-// hashMap is the hash mode's OwnerMap: one cohort per key group, placed by
-// rendezvous hashing of the key group (the simulator's hashed policy):
-// ownership that ignores co-access, so a transaction's key groups land on
-// N nodes at random.
-func hashMap(c *census, nodes int) *control.OwnerMap {
-	place := router.RendezvousFallback(nodes)
+// hashMap is the hash mode's OwnerMap: one cohort per key group, the
+// cohort actor placed by rendezvous hashing of its key group over the
+// nodes' names (cohort.Rendezvous: the placement of identities no planner
+// chose): ownership that ignores co-access, so a transaction's key groups
+// land on N nodes at random.
+func hashMap(c *census, names []string) *control.OwnerMap {
+	index := make(map[string]int, len(names))
+	for i, n := range names {
+		index[n] = i
+	}
 	kgs, _, _ := c.keyGroups()
 	m := &control.OwnerMap{Epoch: 1, Cohorts: make([]control.Placement, len(kgs))}
 	for i, kg := range kgs {
-		m.Cohorts[i] = control.Placement{Cohort: control.Cohort{ID: uint64(i) + 1, KeyGroups: []uint64{kg}}, Owner: place(kg)}
+		m.Cohorts[i] = control.Placement{Cohort: control.Cohort{ID: uint64(i) + 1, KeyGroups: []uint64{kg}},
+			Owner: index[cohort.Rendezvous(kg, names)]}
 	}
 	return m
 }
