@@ -347,6 +347,10 @@ func (c *coordinatorActor) run(msg *messages.TxnSubmit) *messages.TxnResult {
 	n := c.node
 	start := time.Now()
 	res := &messages.TxnResult{TxnId: msg.GetTxnId(), Node: n.cfg.Name, Attempts: msg.GetAttempt()}
+	if n.own != nil {
+		// The client refreshes its map when a node reports a newer one.
+		res.Epoch = n.own.res.Epoch()
+	}
 	prog, err := n.wl.Program(msg, res)
 	if err != nil {
 		res.Outcome = messages.TxnOutcome_TXN_OUTCOME_REJECTED
@@ -434,6 +438,23 @@ func (c *resultCache) put(id uint64, r *messages.TxnResult) {
 		c.head = (c.head + 1) % c.cap
 	}
 	c.m[id] = r
+}
+
+// InstalledMap returns the OwnerMap installed on the node and the roster its
+// owner indexes refer to (the one pushed with it, else the static
+// OwnershipConfig.Names), read together. Both are shared: callers must not
+// modify them.
+func (n *Node) InstalledMap() (*control.OwnerMap, []string) {
+	if n.own == nil {
+		return &control.OwnerMap{}, nil
+	}
+	n.own.mu.Lock()
+	defer n.own.mu.Unlock()
+	roster := n.own.asm.Roster()
+	if len(roster) == 0 {
+		roster = n.own.cfg.Names
+	}
+	return n.own.asm.Installed(), roster
 }
 
 // OwnerMap returns the OwnerMap installed on the node (epoch 0 and no

@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/aura-runtime/aura/bench"
+	"github.com/aura-runtime/aura/client"
 	"github.com/aura-runtime/aura/rdma"
 	"github.com/aura-runtime/aura/rdma/tcp"
 )
@@ -43,13 +44,16 @@ type benchFlags struct {
 	quiet       bool
 	cpuProfile  string
 	plannerTick time.Duration
+	connect     string
+	skipLoad    bool
+	listen      string
 }
 
 func newBenchCmd() *cobra.Command {
 	f := &benchFlags{}
 	cmd := &cobra.Command{
 		Use:   "bench",
-		Short: "Run a workload on an embedded cluster and report atomics, locality and throughput",
+		Short: "Run a workload on an embedded cluster (or a running one: --connect) and report atomics, locality and throughput",
 		Long: `bench loads a workload into a memory node, runs it from closed-loop clients
 through N compute nodes (actor systems with coordinator and atomic actors), and
 reports throughput, latency, lock paths and remote atomics per transaction,
@@ -81,20 +85,37 @@ a freshly loaded memory node, and compared in one table):
 The oracle mode exists in 'aura sim' only. The table's "tps vs mn-only"
 column appears when mn-only is among the modes. With --mn only one mode may
 run (a second would find the tables loaded and modified): restart 'aura mn'
-between modes.`,
+between modes.
+
+With --connect aura://HOST:PORT/DB?http_addr=HOST:PORT no embedded cluster
+starts: the clients drive a running cluster of 'aura node' processes.
+HOST:PORT is a node's remote address (--listen), http_addr a node's
+management API (aura node --http). Each transaction goes, as an actor
+message, to the node the AffinityRouter chooses over the client's copy of
+the cluster's OwnerMap (re-read every second, and at once when a node does
+not answer or refuses), or by the workload's static fallback while the map
+says nothing. The workload flags must be those the nodes run with (TPC-C
+needs --warehouses). --mn names the cluster's memory node: the tables are
+loaded first unless already loaded or --skip-load is given, and the
+workload's consistency checks run afterwards; without --mn (allowed only
+with --skip-load) the checks are skipped. --mode is a label for the
+cluster's mode (one mode, default aura); --cns and the embedded cluster's
+flags (--mn-size, --cost-model, --coordinators, --planner-tick) do not
+apply. --clients defaults to 8 per node the topology lists.`,
 		Example: `  aura bench
   aura bench --workload tpcc --mode mn-only,static,hash,aura --duration 20s --warmup 5s
   aura bench --workload tpcc --mode mn-only --duration 10s --json out.json
   aura bench --workload bank --duration 5s
-  aura bench --mn 127.0.0.1:7070 --workload tpcc --warehouses 8`,
+  aura bench --mn 127.0.0.1:7070 --workload tpcc --warehouses 8
+  aura bench --connect 'aura://127.0.0.1:8001/tpcc?http_addr=127.0.0.1:8081' --mn 127.0.0.1:7070 --warehouses 12 --expected-new-orders 1000000`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runBench(cmd, f) },
 	}
 	fl := cmd.Flags()
 	f.register(fl)
-	fl.StringSliceVar(&f.modes, "mode", []string{"mn-only"}, "lock/placement modes to run one after another, comma separated ("+strings.Join(bench.Modes, ", ")+")")
+	fl.StringSliceVar(&f.modes, "mode", []string{"mn-only"}, "lock/placement modes to run one after another, comma separated ("+strings.Join(bench.Modes, ", ")+"); with --connect one mode, the cluster's (default aura)")
 	fl.DurationVar(&f.plannerTick, "planner-tick", bench.DefaultPlannerTick, "aura mode: the planner's period, and every mode's profiler heartbeat period")
-	fl.StringVar(&f.mn, "mn", "", "address HOST:PORT of a running 'aura mn'; empty runs an embedded memory node")
+	fl.StringVar(&f.mn, "mn", "", "address HOST:PORT of a running 'aura mn'; empty runs an embedded memory node (with --connect: the cluster's memory node, for loading and checks)")
 	fl.StringVar(&f.mnSize, "mn-size", "8GiB", "memory of the embedded memory node (suffixes KiB, MiB, GiB); pages are only touched as used")
 	fl.BoolVar(&f.costModel, "cost-model", false, "apply the NIC cost model (verb latency, 512-slot atomic serialisation) to the embedded memory node")
 	fl.IntVar(&f.cns, "cns", 4, "number of compute nodes")
@@ -108,10 +129,21 @@ between modes.`,
 	fl.StringVar(&f.jsonPath, "json", "", "write the results as JSON to this file ({\"runs\":[…]} when several modes run)")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress lines")
 	fl.StringVar(&f.cpuProfile, "cpu-profile", "", "write a Go CPU profile of the whole run to this file (inspect with 'go tool pprof')")
+	fl.StringVar(&f.connect, "connect", "", "drive a running cluster instead of an embedded one: aura://HOST:PORT/DB?http_addr=HOST:PORT (a node's remote address and its management API)")
+	fl.BoolVar(&f.skipLoad, "skip-load", false, "with --connect: do not load the tables (they are loaded already); needed to run without --mn")
+	fl.StringVar(&f.listen, "client-listen", "127.0.0.1:0", "with --connect: this process's protoactor remote address, HOST:PORT, which the nodes answer to (port 0: a free port)")
 	return cmd
 }
 
 func runBench(cmd *cobra.Command, f *benchFlags) error {
+	if f.connect != "" {
+		return runBenchConnect(cmd, f)
+	}
+	for _, name := range []string{"skip-load", "client-listen"} {
+		if cmd.Flags().Changed(name) {
+			return fmt.Errorf("--%s applies only with --connect", name)
+		}
+	}
 	wl, clients, err := f.workloadFlags.forRun(f.cns, f.clients, &f.seed, f.duration+f.warmup)
 	if err != nil {
 		return err
@@ -173,6 +205,86 @@ func runBench(cmd *cobra.Command, f *benchFlags) error {
 		if r.Failed > 0 {
 			return fmt.Errorf("mode %s: %d transactions failed", r.Mode, r.Failed)
 		}
+	}
+	return nil
+}
+
+// runBenchConnect runs one mode against a running cluster (--connect).
+func runBenchConnect(cmd *cobra.Command, f *benchFlags) error {
+	u, err := client.ParseURL(f.connect)
+	if err != nil {
+		return fmt.Errorf("--connect: %w", err)
+	}
+	var errs []error
+	mode := "aura"
+	if cmd.Flags().Changed("mode") {
+		if len(f.modes) != 1 {
+			errs = append(errs, fmt.Errorf("--mode %s: --connect runs one mode, the cluster's (give one, e.g. --mode aura)", strings.Join(f.modes, ",")))
+		} else if mode = strings.TrimSpace(f.modes[0]); !slices.Contains(bench.Modes, mode) {
+			errs = append(errs, fmt.Errorf("--mode %q: not a mode (available: %s)", mode, strings.Join(bench.Modes, ", ")))
+		}
+	}
+	for _, name := range []string{"cns", "mn-size", "cost-model", "coordinators", "planner-tick"} {
+		if cmd.Flags().Changed(name) {
+			errs = append(errs, fmt.Errorf("--%s does not apply with --connect: the running cluster's nodes are the compute nodes", name))
+		}
+	}
+	if f.mn == "" && !f.skipLoad {
+		errs = append(errs, errors.New("--connect needs --mn (the cluster's memory node) to load the tables and check them afterwards; give --skip-load to run without it (no checks then)"))
+	}
+	if f.workloadFlags.name == "tpcc" && f.warehouses == 0 {
+		errs = append(errs, errors.New("--connect with --workload tpcc needs --warehouses (the nodes' value)"))
+	}
+	if f.workloadFlags.name == "trace" && f.clients == 0 {
+		errs = append(errs, errors.New("--connect with --workload trace needs --clients (the trace is split among them)"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	wl, _, err := f.workloadFlags.forRun(max(1, f.cns), max(1, f.clients), &f.seed, f.duration+f.warmup)
+	if err != nil {
+		return err
+	}
+	if f.cpuProfile != "" {
+		pf, err := os.Create(f.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer pf.Close()
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	progress := progressWriter(cmd, f.quiet)
+	cfg := bench.ConnectConfig{Mode: mode, Workload: wl, URL: u, Listen: f.listen, SkipLoad: f.skipLoad,
+		Clients: f.clients, Duration: f.duration, Warmup: f.warmup, Seed: f.seed, RateTPS: f.rate,
+		MaxAttempts: f.maxAttempts, Progress: progress}
+	if f.mn != "" {
+		cfg.Dial, _, _, _ = f.memoryNode()
+		cfg.MN = f.mn
+	} else if progress != nil {
+		fmt.Fprintln(progress, "no --mn: consistency checks skipped")
+	}
+	res, err := bench.Connect(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("--connect %s: %w", u.HTTPAddr, err)
+	}
+	res.Params.Workload = f.workloadFlags.config
+	results := []*bench.Result{res}
+	printSummary(cmd.OutOrStdout(), results)
+	if err := writeResultsJSON(f.jsonPath, results); err != nil {
+		return err
+	}
+	for k, v := range res.Checks {
+		if v == "fail" {
+			return fmt.Errorf("mode %s: check %s failed (see checks.details)", res.Mode, k)
+		}
+	}
+	if res.Failed > 0 {
+		return fmt.Errorf("mode %s: %d transactions failed", res.Mode, res.Failed)
 	}
 	return nil
 }

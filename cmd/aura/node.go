@@ -59,6 +59,7 @@ type nodeFlags struct {
 	logLevel     string
 	logFormat    string
 	testTimings  bool
+	http         string
 }
 
 func newNodeCmd() *cobra.Command {
@@ -138,6 +139,7 @@ transactions it accepted and exits 0.`,
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level on stderr: debug, info, warn or error")
 	fl.StringVar(&f.logFormat, "log-format", "text", "log format on stderr: text or json")
 	fl.BoolVar(&f.testTimings, "test-timings", false, "membership timings for loopback tests (fast failure detection)")
+	fl.StringVar(&f.http, "http", "", "management API address, HOST:PORT (GET /management/topology and /management/ownermap, for aura bench --connect); empty: none")
 	return cmd
 }
 
@@ -203,6 +205,15 @@ func runNode(ctx context.Context, f *nodeFlags, stdout, stderr io.Writer) error 
 		return err
 	}
 	log = log.With("node", f.name)
+	// The management API's port is taken first, so that a bad or busy
+	// --http fails before the node joins anything.
+	var httpLn net.Listener
+	if f.http != "" {
+		if httpLn, err = net.Listen("tcp", f.http); err != nil {
+			return fmt.Errorf("--http: %w", err)
+		}
+		defer httpLn.Close()
+	}
 	seed := uint64(1)
 	// No run time: sizing flags (--expected-new-orders) must be given as on
 	// the loader, or the tables will not match.
@@ -290,12 +301,20 @@ func runNode(ctx context.Context, f *nodeFlags, stdout, stderr io.Writer) error 
 	}, actor.WithMailbox(actor.Bounded(4*f.maxInFlight))), TxnActorName); err != nil {
 		return err
 	}
+	var mgmt *mgmtServer
+	if httpLn != nil {
+		mgmt = startMgmt(httpLn, node, mem, f.plannerOrder, log.With("component", "http"))
+		log.Info("management API listening", "addr", mgmt.Addr())
+	}
 	gaddr := mem.Addr()
 	fmt.Fprintf(stdout, "%s%s remote %s gossip %s\n", nodeReadyPrefix, f.name, rem.Address(), gaddr)
 	log.Info("node ready", "remote", rem.Address(), "gossip", gaddr, "members", len(mem.Members()))
 
 	pl.run(ctx) // until ctx ends: keeps the planner placed, tells it the live nodes
 	log.Info("leaving")
+	if mgmt != nil {
+		mgmt.shutdown() // first: no topology served from a node on its way out
+	}
 	// Stop granting owned cohorts first: the planner reassigns them as soon
 	// as the others see this node leave, without waiting for --settle.
 	if err := node.Relinquish(); err != nil {

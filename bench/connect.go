@@ -1,0 +1,432 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/aura-runtime/aura/actors"
+	"github.com/aura-runtime/aura/client"
+	"github.com/aura-runtime/aura/messages"
+	"github.com/aura-runtime/aura/rdma"
+	"github.com/aura-runtime/aura/store"
+	"github.com/aura-runtime/aura/workload"
+)
+
+// ConnectConfig configures a run against a running cluster (Connect).
+type ConnectConfig struct {
+	// Mode names the cluster's mode in the result. Default "aura" (what
+	// `aura node` runs: the planner learns ownership).
+	Mode string
+	// Workload is the configured workload: the same flags the nodes were
+	// started with, or the tables will not match.
+	Workload workload.Workload
+	// URL is the parsed connection string.
+	URL client.URL
+	// Listen is this process's protoactor remote address, HOST:PORT, which
+	// the nodes answer to. Default "127.0.0.1:0" (loopback clusters); give
+	// an address the nodes can reach otherwise.
+	Listen string
+	// System, when set, is the actor system (with a remote endpoint
+	// started: actors.StartRemote) the client submits from; Listen is then
+	// unused. A process has one remote endpoint (protoactor's gRPC logger
+	// is process-wide), so a caller that has one passes it. nil: Connect
+	// starts its own on Listen and stops it at the end.
+	System *actor.ActorSystem
+	// Client adjusts the client's configuration (from
+	// client.DefaultConfig) before it starts; nil: the defaults.
+	Client func(*client.Config)
+	// Dial, when set, opens a device on the cluster's memory node: the
+	// tables are loaded first (unless SkipLoad or already loaded) and the
+	// workload's consistency checks run after the run. nil: no loading,
+	// no checks (checks.skipped says so).
+	Dial func(ctx context.Context) (rdma.Device, error)
+	// MN names the memory node in the results.
+	MN string
+	// SkipLoad: the tables are loaded already (checked when Dial is set).
+	SkipLoad bool
+	// Clients is the number of closed-loop clients. Default 8 per worker
+	// the topology lists at the start.
+	Clients int
+	// Duration, Warmup, Seed, RateTPS, MaxAttempts, Progress and
+	// ProgressEvery mean what they mean in Config, with the same defaults.
+	Duration      time.Duration
+	Warmup        time.Duration
+	Seed          uint64
+	RateTPS       float64
+	MaxAttempts   int
+	Progress      io.Writer
+	ProgressEvery time.Duration
+}
+
+func (c *ConnectConfig) defaults() {
+	if c.Mode == "" {
+		c.Mode = "aura"
+	}
+	if c.Listen == "" {
+		c.Listen = "127.0.0.1:0"
+	}
+	if c.Duration == 0 {
+		c.Duration = 10 * time.Second
+	}
+	if c.MaxAttempts == 0 {
+		c.MaxAttempts = 1000
+	}
+	if c.ProgressEvery == 0 {
+		c.ProgressEvery = time.Second
+	}
+}
+
+// Validate reports every problem at once.
+func (c *ConnectConfig) Validate() error {
+	var errs []error
+	if c.Workload == nil {
+		errs = append(errs, errors.New("bench: no workload"))
+	}
+	if c.URL.HTTPAddr == "" {
+		errs = append(errs, errors.New("bench: no connection string (client.ParseURL)"))
+	}
+	if c.Clients < 0 || c.Clients > 65536 {
+		errs = append(errs, fmt.Errorf("bench: clients %d, want 1..65536 (0: default)", c.Clients))
+	}
+	if c.Duration <= 0 || c.Warmup < 0 {
+		errs = append(errs, fmt.Errorf("bench: duration %v must be positive and warmup %v not negative", c.Duration, c.Warmup))
+	}
+	if c.RateTPS < 0 {
+		errs = append(errs, fmt.Errorf("bench: rate %v must not be negative", c.RateTPS))
+	}
+	if c.MaxAttempts < 1 {
+		errs = append(errs, fmt.Errorf("bench: max attempts %d must be positive", c.MaxAttempts))
+	}
+	if c.ProgressEvery <= 0 {
+		errs = append(errs, fmt.Errorf("bench: progress interval %v must be positive", c.ProgressEvery))
+	}
+	return errors.Join(errs...)
+}
+
+// Connect runs cfg.Workload from closed-loop clients against a running
+// cluster of `aura node` processes for Warmup+Duration, each transaction
+// submitted through a client.Client (affinity routing over the cluster's
+// OwnerMap, static fallback), and returns the result in Run's schema. Lock
+// paths and atomics come from the nodes' per-transaction counters, summed
+// over every attempt (rdma{} too: the verbs the transactions' coordinators
+// posted). What the cluster's planner does is not visible from here:
+// cohorts and manifest are those of the map the client routes by, and
+// migrations and planner stay empty.
+func Connect(ctx context.Context, cfg ConnectConfig) (*Result, error) {
+	cfg.defaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	wl := cfg.Workload
+	res := &Result{Mode: cfg.Mode, Workload: wl.Name(), Checks: map[string]any{}, ByType: map[string]*TypeStats{},
+		Params: Params{Seed: cfg.Seed, WarmupS: cfg.Warmup.Seconds(), MN: cfg.MN, RateTPS: cfg.RateTPS}}
+
+	var dev rdma.Device
+	var layout *store.Layout
+	if cfg.Dial != nil {
+		var err error
+		if dev, err = cfg.Dial(ctx); err != nil {
+			return nil, fmt.Errorf("bench: memory node: %w", err)
+		}
+		defer dev.Close()
+		if layout, err = store.Create(ctx, dev, wl.Schema()); err != nil {
+			return nil, err
+		}
+		if err := loadForConnect(ctx, cfg, dev, layout, res); err != nil {
+			return nil, err
+		}
+	}
+
+	sys := cfg.System
+	if sys == nil {
+		sys = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+			return slog.New(slog.DiscardHandler)
+		}))
+		defer sys.Shutdown()
+		rem, err := actors.StartRemote(sys, actors.DefaultRemoteConfig(cfg.Listen))
+		if err != nil {
+			return nil, fmt.Errorf("bench: client endpoint: %w", err)
+		}
+		defer rem.Shutdown()
+	}
+	ccfg := client.DefaultConfig(cfg.URL, wl)
+	if cfg.Client != nil {
+		cfg.Client(&ccfg)
+	}
+	cl, err := client.New(ctx, ccfg, sys)
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	st := cl.Stats()
+	if !st.FromAPI && cfg.Progress != nil {
+		fmt.Fprintf(cfg.Progress, "management API %s did not answer (%s): routing to %s only until it does\n",
+			cfg.URL.HTTPAddr, st.LastRefreshError, cfg.URL.Addr())
+	}
+	clients := cfg.Clients
+	if clients == 0 {
+		clients = 8 * st.Workers
+	}
+	res.CNs, res.Params.Clients = st.Workers, clients
+	if cfg.Progress != nil {
+		fmt.Fprintf(cfg.Progress, "connected to %s: %d workers, OwnerMap epoch %d; %d clients\n",
+			cfg.URL.HTTPAddr, st.Workers, st.Epoch, clients)
+	}
+
+	r := &connectRunner{cfg: cfg, cl: cl, runner: runner{byType: map[string]*TypeStats{}}}
+	r.start = time.Now()
+	r.warmEnd = r.start.Add(cfg.Warmup)
+	end := r.warmEnd.Add(cfg.Duration)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for c := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.client(ctx, c, clients, stop)
+		}()
+	}
+	var warm snapshot
+	var warmRDMA rdma.Stats
+	warmTaken := cfg.Warmup == 0
+	prev, lastT := snapshot{}, r.start
+	tick := time.NewTicker(cfg.ProgressEvery)
+	func() {
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case now := <-tick.C:
+				if !warmTaken && !now.Before(r.warmEnd) {
+					warm, warmRDMA, warmTaken = r.c.snap(), r.rdma(), true
+				}
+				cur := r.c.snap()
+				s := sample(now.Sub(r.start), now.Sub(lastT), cur.sub(prev))
+				cs := cl.Stats()
+				s.Cohorts = cs.Cohorts
+				res.Timeline = append(res.Timeline, s)
+				res.Cohorts.Max = max(res.Cohorts.Max, s.Cohorts)
+				if !now.Before(r.warmEnd) && (!r.afterWarm || s.Cohorts < res.Cohorts.MinAfterWarmup) {
+					res.Cohorts.MinAfterWarmup, r.afterWarm = s.Cohorts, true
+				}
+				prev, lastT = cur, now
+				if cfg.Progress != nil {
+					phase := ""
+					if now.Before(r.warmEnd) {
+						phase = " (warm-up)"
+					}
+					fmt.Fprintf(cfg.Progress, "[%s %6.1fs] committed %d  tps %.0f  atomics/txn %.2f  local %.1f%%  aborts %d  cohorts %d  epoch %d  workers %d%s\n",
+						cfg.Mode, s.TS, cur.done(), s.ThroughputTPS, s.AtomicPerTxn, 100*s.LocalHit, cur.aborted, cs.Cohorts, cs.Epoch, cs.Workers, phase)
+				}
+				if !now.Before(end) {
+					return
+				}
+			}
+		}
+	}()
+	close(stop)
+	wg.Wait()
+	elapsed := time.Since(r.warmEnd)
+	if !warmTaken {
+		warmRDMA = r.rdma()
+		if cfg.Warmup > 0 {
+			elapsed = time.Since(r.start)
+		}
+	}
+	total := r.c.snap().sub(warm)
+	rd := r.rdma().Sub(warmRDMA)
+	res.fill(total, elapsed, &r.lat)
+	res.RDMA = RDMA{Read: rd.Reads, Write: rd.Writes, CAS: rd.CAS, FAA: rd.FAA}
+	cs := cl.Stats()
+	res.CNs = cs.Workers
+	res.Cohorts.Final = cs.Cohorts
+	res.Manifest = Manifest{Epoch: cs.Epoch, Bytes: uint64(cs.ManifestBytes)}
+	r.mu.Lock()
+	for name, ts := range r.byType {
+		if n := ts.Committed + ts.RolledBack; n > 0 {
+			ts.AtomicPerTxn = float64(ts.mnAtomics) / float64(n)
+			ts.LocksPerTxn = float64(ts.locks) / float64(n)
+		}
+		if ts.Committed > 0 {
+			ts.LocksPerCommit = float64(ts.commitLocks) / float64(ts.Committed)
+		}
+		res.ByType[name] = ts
+	}
+	r.mu.Unlock()
+	if cfg.Progress != nil {
+		fmt.Fprintf(cfg.Progress, "client: %d routed by the OwnerMap, %d by the static fallback; %d unreachable, %d refused, %d submissions without a usable answer; %d refreshes (%d failed)\n",
+			cs.Overlay, cs.Fallback, cs.Unreachable, cs.Refused, r.errs.Load(), cs.Refreshes, cs.RefreshErrors)
+	}
+	if err := ctx.Err(); err != nil {
+		return res, err
+	}
+	if dev == nil {
+		res.Checks["skipped"] = "no memory node given"
+		return res, nil
+	}
+	// Every client has its final answer: the cluster is idle (as far as
+	// this run goes) and the checks read a quiet memory node.
+	checkStart := time.Now()
+	if cfg.Progress != nil {
+		fmt.Fprintf(cfg.Progress, "checking %s consistency…\n", wl.Name())
+	}
+	res.addChecks(wl.Check(ctx, store.NewSnapshot(layout, dev)))
+	res.Params.CheckS = time.Since(checkStart).Seconds()
+	return res, nil
+}
+
+// loadForConnect loads the tables unless told not to or already loaded
+// (the nodes need loaded tables to start, so a running cluster normally
+// finds them loaded), and checks they are loaded otherwise.
+func loadForConnect(ctx context.Context, cfg ConnectConfig, dev rdma.Device, layout *store.Layout, res *Result) error {
+	if !cfg.SkipLoad {
+		start := time.Now()
+		if cfg.Progress != nil {
+			fmt.Fprintf(cfg.Progress, "loading %s tables…\n", cfg.Workload.Name())
+		}
+		loaded, err := store.LoadOnce(ctx, layout, dev, func(ctx context.Context, l *store.Loader) error {
+			return cfg.Workload.Load(ctx, l)
+		})
+		switch {
+		case errors.Is(err, store.ErrAlreadyLoaded):
+			if cfg.Progress != nil {
+				fmt.Fprintf(cfg.Progress, "tables already loaded\n")
+			}
+		case err != nil:
+			return fmt.Errorf("bench: load: %w", err)
+		default:
+			res.Params.Loaded, res.Params.LoadS = loaded, time.Since(start).Seconds()
+			if cfg.Progress != nil {
+				fmt.Fprintf(cfg.Progress, "loaded %d records in %.1fs\n", loaded, res.Params.LoadS)
+			}
+		}
+	}
+	if err := store.CheckLoaded(ctx, dev); err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	return nil
+}
+
+// connectRunner drives the clients of a Connect run; it counts with the
+// embedded runner's counters, histogram and per-type figures.
+type connectRunner struct {
+	runner
+	cfg ConnectConfig
+	cl  *client.Client
+	// verbs the transactions report (every attempt)
+	reads, writes, cas, faa atomic.Uint64
+	// errors: submissions that got no usable answer
+	errs atomic.Uint64
+}
+
+func (r *connectRunner) rdma() rdma.Stats {
+	return rdma.Stats{Reads: r.reads.Load(), Writes: r.writes.Load(), CAS: r.cas.Load(), FAA: r.faa.Load()}
+}
+
+func (r *connectRunner) client(ctx context.Context, id, clients int, stop <-chan struct{}) {
+	gen := r.cfg.Workload.NewGenerator(r.cfg.Seed, id)
+	rng := rand.New(rand.NewPCG(r.cfg.Seed, uint64(id)+1))
+	var interval time.Duration
+	if r.cfg.RateTPS > 0 {
+		interval = time.Duration(float64(time.Second) * float64(clients) / r.cfg.RateTPS)
+	}
+	next := time.Now()
+	for seq := uint64(1); ; seq++ {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		if interval > 0 {
+			if d := time.Until(next); d > 0 {
+				select {
+				case <-stop:
+					return
+				case <-time.After(d):
+				}
+			}
+			next = next.Add(interval)
+		}
+		msg := gen.Next()
+		if msg == nil {
+			return
+		}
+		msg.TxnId = uint64(id+1)<<40 | seq
+		msg.Client = fmt.Sprintf("client-%d", id)
+		r.execute(ctx, msg, rng, stop)
+	}
+}
+
+// connectRetryPause is the wait after a submission that got no usable
+// answer from any node (all unreachable or refusing): long enough for the
+// client's on-demand refresh (100 ms apart at most) to see a new topology
+// within a few retries.
+const connectRetryPause = 20 * time.Millisecond
+
+// execute runs one transaction to its final outcome: aborts are retried
+// with the same transaction id (a node answers a finished id from its
+// result cache instead of running it again) and jittered exponential
+// backoff (20 µs doubling to 2 ms), submissions without a usable answer
+// after connectRetryPause (until the run stops); MaxAttempts bounds both
+// together.
+func (r *connectRunner) execute(ctx context.Context, msg *messages.TxnSubmit, rng *rand.Rand, stop <-chan struct{}) {
+	kind := TxnType(msg)
+	start := time.Now()
+	backoff := 20 * time.Microsecond
+	for attempt := 1; attempt <= r.cfg.MaxAttempts; attempt++ {
+		msg.Attempt = uint32(attempt)
+		res, _, err := r.cl.Submit(ctx, msg)
+		if ctx.Err() != nil {
+			return
+		}
+		after := time.Now().After(r.warmEnd)
+		if res != nil {
+			c := res.GetCounters()
+			r.count(c)
+			r.reads.Add(c.GetRdmaReads())
+			r.writes.Add(c.GetRdmaWrites())
+			r.cas.Add(c.GetMnCas())
+			r.faa.Add(c.GetMnFaa())
+			if after {
+				r.countType(kind, res)
+			}
+		}
+		switch {
+		case err == nil && res.Outcome == messages.TxnOutcome_TXN_OUTCOME_COMMITTED:
+			r.c.committed.Add(1)
+		case err == nil && res.Outcome == messages.TxnOutcome_TXN_OUTCOME_ROLLED_BACK:
+			r.c.rolledBack.Add(1)
+		case err == nil && res.Outcome == messages.TxnOutcome_TXN_OUTCOME_ABORTED:
+			r.c.aborted.Add(1)
+			time.Sleep(time.Duration(rng.Int64N(int64(backoff)) + 1))
+			backoff = min(2*backoff, 2*time.Millisecond)
+			continue
+		default:
+			r.errs.Add(1)
+			// Giving up at the end of the run is safe: an unanswered or
+			// failed submission has not committed (ERROR) or will finish
+			// on its node on its own, and the checks read committed state.
+			select {
+			case <-stop:
+				return
+			case <-time.After(connectRetryPause):
+			}
+			continue
+		}
+		if after {
+			r.lat.Record(uint64(time.Since(start).Microseconds()))
+		}
+		return
+	}
+	r.c.failed.Add(1)
+}

@@ -1,0 +1,167 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+)
+
+// Scheme is the scheme of AURA connection strings (SPEC §8).
+const Scheme = "aura"
+
+// MaxURLBytes bounds a connection string: 2 KiB is far above any
+// HOST:PORT/DB?http_addr=HOST:PORT and keeps a hostile string cheap to refuse.
+const MaxURLBytes = 2048
+
+// URL is a parsed connection string aura://HOST:PORT/DB?http_addr=HOST:PORT.
+type URL struct {
+	// Host and Port are a node's protoactor remote address: the worker the
+	// client submits to while the management API has never answered.
+	Host string
+	Port int
+	// DB is the path's database name ("" when the path is empty). The
+	// cluster serves one database; the name is kept for the caller.
+	DB string
+	// HTTPAddr is the HOST:PORT of a node's management API (aura node
+	// --http).
+	HTTPAddr string
+}
+
+// Addr returns HOST:PORT of the node's remote address.
+func (u URL) Addr() string { return net.JoinHostPort(u.Host, strconv.Itoa(u.Port)) }
+
+// String returns the connection string.
+func (u URL) String() string {
+	return fmt.Sprintf("%s://%s/%s?http_addr=%s", Scheme, u.Addr(), u.DB, u.HTTPAddr)
+}
+
+// Sentinel errors, wrapped in a *URLError by ParseURL.
+var (
+	// ErrBadURL: not a URL at all, or longer than MaxURLBytes.
+	ErrBadURL = errors.New("malformed connection string")
+	// ErrBadScheme: a scheme other than aura.
+	ErrBadScheme = errors.New("scheme must be aura")
+	// ErrMissingHost: no HOST:PORT after aura://.
+	ErrMissingHost = errors.New("missing host")
+	// ErrMissingPort: HOST without :PORT.
+	ErrMissingPort = errors.New("missing port")
+	// ErrBadPort: a port that is not a number in 1..65535.
+	ErrBadPort = errors.New("bad port")
+	// ErrMissingHTTPAddr: no http_addr query parameter, or an empty one.
+	ErrMissingHTTPAddr = errors.New("missing http_addr")
+	// ErrBadHTTPAddr: an http_addr that is not HOST:PORT with a port in
+	// 1..65535.
+	ErrBadHTTPAddr = errors.New("bad http_addr")
+	// ErrUnknownParameter: a query parameter other than http_addr, or
+	// http_addr given twice.
+	ErrUnknownParameter = errors.New("unknown query parameter")
+)
+
+// URLError reports why a connection string was refused; errors.Is matches
+// its sentinel.
+type URLError struct {
+	// Input is the refused string, cut to 128 bytes.
+	Input string
+	// Err is one of the sentinels above.
+	Err error
+	// Detail says more (the offending part), possibly empty.
+	Detail string
+}
+
+func (e *URLError) Error() string {
+	s := fmt.Sprintf("connection string %q: %v", e.Input, e.Err)
+	if e.Detail != "" {
+		s += ": " + e.Detail
+	}
+	return s + " (want aura://HOST:PORT/DB?http_addr=HOST:PORT)"
+}
+
+func (e *URLError) Unwrap() error { return e.Err }
+
+// ParseURL parses aura://HOST:PORT/DB?http_addr=HOST:PORT. HOST may be a
+// name, an IPv4 address or a bracketed IPv6 address; both ports must be in
+// 1..65535 (port 0 names no listener); DB is optional. It never panics.
+func ParseURL(s string) (URL, error) {
+	in := s
+	if len(in) > 128 {
+		in = in[:128] + "…"
+	}
+	fail := func(err error, detail string, args ...any) (URL, error) {
+		return URL{}, &URLError{Input: in, Err: err, Detail: fmt.Sprintf(detail, args...)}
+	}
+	if len(s) > MaxURLBytes {
+		return fail(ErrBadURL, "%d bytes, at most %d", len(s), MaxURLBytes)
+	}
+	scheme, _, found := strings.Cut(s, "://")
+	if !found {
+		return fail(ErrBadScheme, "no %s:// prefix", Scheme)
+	}
+	if scheme != Scheme {
+		return fail(ErrBadScheme, "got %q", scheme)
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return fail(ErrBadURL, "%v", errors.Unwrap(err))
+	}
+	if u.Scheme != Scheme {
+		return fail(ErrBadScheme, "got %q", u.Scheme)
+	}
+	if u.Opaque != "" || u.User != nil || u.Fragment != "" {
+		return fail(ErrBadURL, "no user info, fragment or opaque part allowed")
+	}
+	if u.Host == "" {
+		return fail(ErrMissingHost, "")
+	}
+	host, port := u.Hostname(), u.Port()
+	if host == "" {
+		return fail(ErrMissingHost, "")
+	}
+	if port == "" {
+		return fail(ErrMissingPort, "%q", u.Host)
+	}
+	p, ok := parsePort(port)
+	if !ok {
+		return fail(ErrBadPort, "%q", port)
+	}
+	db := strings.TrimPrefix(u.Path, "/")
+	if strings.Contains(db, "/") {
+		return fail(ErrBadURL, "database name %q contains '/'", db)
+	}
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return fail(ErrBadURL, "query: %v", err)
+	}
+	for k, v := range q {
+		if k != "http_addr" || len(v) != 1 {
+			return fail(ErrUnknownParameter, "%q", k)
+		}
+	}
+	ha := q.Get("http_addr")
+	if ha == "" {
+		return fail(ErrMissingHTTPAddr, "")
+	}
+	hh, hp, err := net.SplitHostPort(ha)
+	if err != nil || hh == "" {
+		return fail(ErrBadHTTPAddr, "%q", ha)
+	}
+	if _, ok := parsePort(hp); !ok {
+		return fail(ErrBadHTTPAddr, "%q: port", ha)
+	}
+	return URL{Host: host, Port: p, DB: db, HTTPAddr: ha}, nil
+}
+
+func parsePort(s string) (int, bool) {
+	if s == "" || len(s) > 5 {
+		return 0, false
+	}
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+	}
+	p, err := strconv.Atoi(s)
+	return p, err == nil && p >= 1 && p <= 65535
+}

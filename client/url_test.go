@@ -1,0 +1,80 @@
+package client
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestParseURL(t *testing.T) {
+	good := []struct {
+		in   string
+		want URL
+	}{
+		{"aura://127.0.0.1:8001/tpcc?http_addr=127.0.0.1:8081", URL{Host: "127.0.0.1", Port: 8001, DB: "tpcc", HTTPAddr: "127.0.0.1:8081"}},
+		{"aura://cn-1.example:9/?http_addr=cn-1.example:80", URL{Host: "cn-1.example", Port: 9, HTTPAddr: "cn-1.example:80"}},
+		{"aura://[::1]:8001?http_addr=[::1]:8081", URL{Host: "::1", Port: 8001, HTTPAddr: "[::1]:8081"}},
+	}
+	for _, g := range good {
+		got, err := ParseURL(g.in)
+		if err != nil || got != g.want {
+			t.Errorf("ParseURL(%q) = %+v, %v; want %+v", g.in, got, err, g.want)
+			continue
+		}
+		again, err := ParseURL(got.String())
+		if err != nil || again != got {
+			t.Errorf("round trip of %q: %+v, %v", got.String(), again, err)
+		}
+	}
+	bad := []struct {
+		in   string
+		want error
+	}{
+		{"http://127.0.0.1:8001/db?http_addr=127.0.0.1:8081", ErrBadScheme},
+		{"127.0.0.1:8001", ErrBadScheme},
+		{"aura:///db?http_addr=127.0.0.1:8081", ErrMissingHost},
+		{"aura://127.0.0.1/db?http_addr=127.0.0.1:8081", ErrMissingPort},
+		{"aura://127.0.0.1:0/db?http_addr=127.0.0.1:8081", ErrBadPort},
+		{"aura://127.0.0.1:70000/db?http_addr=127.0.0.1:8081", ErrBadPort},
+		{"aura://127.0.0.1:8001/db", ErrMissingHTTPAddr},
+		{"aura://127.0.0.1:8001/db?http_addr=", ErrMissingHTTPAddr},
+		{"aura://127.0.0.1:8001/db?http_addr=127.0.0.1", ErrBadHTTPAddr},
+		{"aura://127.0.0.1:8001/db?http_addr=127.0.0.1:x", ErrBadHTTPAddr},
+		{"aura://127.0.0.1:8001/db?http_addr=127.0.0.1:8081&token=x", ErrUnknownParameter},
+		{"aura://127.0.0.1:8001/db?http_addr=a:1&http_addr=b:2", ErrUnknownParameter},
+		{"aura://127.0.0.1:8001/a/b?http_addr=127.0.0.1:8081", ErrBadURL},
+		{"aura://u:p@127.0.0.1:8001/db?http_addr=127.0.0.1:8081", ErrBadURL},
+		{"aura://127.0.0.1:8001/db?http_addr=127.0.0.1:8081#x", ErrBadURL},
+		{"aura://%zz", ErrBadURL},
+		{"aura://h:1/?http_addr=h:2&" + strings.Repeat("x", MaxURLBytes), ErrBadURL},
+	}
+	for _, b := range bad {
+		_, err := ParseURL(b.in)
+		var ue *URLError
+		if !errors.Is(err, b.want) || !errors.As(err, &ue) {
+			t.Errorf("ParseURL(%.60q) = %v, want %v", b.in, err, b.want)
+		}
+	}
+}
+
+// FuzzParseURL: ParseURL never panics, and what it accepts prints back to a
+// string it parses to the same URL.
+func FuzzParseURL(f *testing.F) {
+	f.Add("aura://127.0.0.1:8001/tpcc?http_addr=127.0.0.1:8081")
+	f.Add("aura://[::1]:8001?http_addr=[::1]:8081")
+	f.Add("aura://h:1/db?http_addr=h:2&x=y")
+	f.Fuzz(func(t *testing.T, s string) {
+		u, err := ParseURL(s)
+		if err != nil {
+			var ue *URLError
+			if !errors.As(err, &ue) {
+				t.Fatalf("ParseURL(%q): untyped error %v", s, err)
+			}
+			return
+		}
+		again, err := ParseURL(u.String())
+		if err != nil || again != u {
+			t.Fatalf("ParseURL(%q) = %+v; its String %q parses to %+v, %v", s, u, u.String(), again, err)
+		}
+	})
+}
