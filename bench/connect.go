@@ -270,6 +270,10 @@ func Connect(ctx context.Context, cfg ConnectConfig) (*Result, error) {
 	if err := ctx.Err(); err != nil {
 		return res, err
 	}
+	if r.c.committed.Load()+r.c.rolledBack.Load() == 0 && r.errs.Load() > 0 {
+		return res, fmt.Errorf("%w: %d submissions got no usable answer (last: %v); are the nodes running and is --connect's address one of them?",
+			ErrNothingCommitted, r.errs.Load(), r.lastErr.Load())
+	}
 	if dev == nil {
 		res.Checks["skipped"] = "no memory node given"
 		return res, nil
@@ -325,9 +329,16 @@ type connectRunner struct {
 	cl  *client.Client
 	// verbs the transactions report (every attempt)
 	reads, writes, cas, faa atomic.Uint64
-	// errors: submissions that got no usable answer
-	errs atomic.Uint64
+	// errors: submissions that got no usable answer, and the last one's
+	// reason
+	errs    atomic.Uint64
+	lastErr atomic.Value // string
 }
+
+// ErrNothingCommitted is returned (wrapped) by Connect when no submission
+// got an answer that committed: the cluster is down, not loaded, or
+// refuses every transaction. The result is still returned.
+var ErrNothingCommitted = errors.New("bench: no transaction committed on the cluster")
 
 func (r *connectRunner) rdma() rdma.Stats {
 	return rdma.Stats{Reads: r.reads.Load(), Writes: r.writes.Load(), CAS: r.cas.Load(), FAA: r.faa.Load()}
@@ -413,6 +424,11 @@ func (r *connectRunner) execute(ctx context.Context, msg *messages.TxnSubmit, rn
 			continue
 		default:
 			r.errs.Add(1)
+			if err != nil {
+				r.lastErr.Store(err.Error())
+			} else {
+				r.lastErr.Store(fmt.Sprintf("%s: %s %s", res.GetNode(), res.GetOutcome(), res.GetError()))
+			}
 			// Giving up at the end of the run is safe: an unanswered or
 			// failed submission has not committed (ERROR) or will finish
 			// on its node on its own, and the checks read committed state.

@@ -3,7 +3,9 @@ package bench
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -112,4 +114,33 @@ func TestConnectDrivesAServedNode(t *testing.T) {
 	if res.LatencyUs.P50 == 0 || res.ThroughputTPS == 0 {
 		t.Fatalf("latency %+v, throughput %.0f", res.LatencyUs, res.ThroughputTPS)
 	}
+
+	// A cluster that answers nothing (no transaction endpoint at the URL's
+	// node, no management API) fails the run with ErrNothingCommitted and
+	// the last submission error, rather than reporting an empty table as a
+	// success. (The same process endpoint: one protoactor remote per
+	// process; and a live address, because protoactor keeps redialling a
+	// dead one after Remote.Shutdown.)
+	if err := sys.Root.StopFuture(sys.NewLocalPID(client.TxnActorName)).Wait(); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadAPI := ln.Addr().String()
+	ln.Close()
+	du, err := client.ParseURL("aura://" + rem.Address() + "/bank?http_addr=" + deadAPI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err = Connect(ctx, ConnectConfig{Mode: "aura", Workload: wl, URL: du, System: sys, SkipLoad: true,
+		Clients: 2, Duration: 300 * time.Millisecond, Seed: 2, ProgressEvery: 100 * time.Millisecond,
+		Client: func(c *client.Config) { c.Call.AttemptTimeout = 200 * time.Millisecond }})
+	if !errors.Is(err, ErrNothingCommitted) {
+		t.Fatalf("Connect to nothing: %v, want ErrNothingCommitted", err)
+	}
+	t.Logf("%v after %v", err, time.Since(start).Round(time.Millisecond))
 }
+
