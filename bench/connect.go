@@ -53,6 +53,12 @@ type ConnectConfig struct {
 	MN string
 	// SkipLoad: the tables are loaded already (checked when Dial is set).
 	SkipLoad bool
+	// APIWait bounds how long the run waits for the management API to
+	// answer once before it starts (nodes started with --wait-load join
+	// only after the tables are loaded, which this run may be doing).
+	// Default 30 s; negative: no wait. Past it the run starts on the URL's
+	// node alone and the client keeps refreshing.
+	APIWait time.Duration
 	// Clients is the number of closed-loop clients. Default 8 per worker
 	// the topology lists at the start.
 	Clients int
@@ -82,6 +88,9 @@ func (c *ConnectConfig) defaults() {
 	}
 	if c.ProgressEvery == 0 {
 		c.ProgressEvery = time.Second
+	}
+	if c.APIWait == 0 {
+		c.APIWait = 30 * time.Second
 	}
 }
 
@@ -167,6 +176,9 @@ func Connect(ctx context.Context, cfg ConnectConfig) (*Result, error) {
 		return nil, err
 	}
 	defer cl.Close()
+	if err := awaitAPI(ctx, cl, cfg); err != nil {
+		return nil, err
+	}
 	st := cl.Stats()
 	if !st.FromAPI && cfg.Progress != nil {
 		fmt.Fprintf(cfg.Progress, "management API %s did not answer (%s): routing to %s only until it does\n",
@@ -287,6 +299,29 @@ func Connect(ctx context.Context, cfg ConnectConfig) (*Result, error) {
 	res.addChecks(wl.Check(ctx, store.NewSnapshot(layout, dev)))
 	res.Params.CheckS = time.Since(checkStart).Seconds()
 	return res, nil
+}
+
+// apiPollEvery is how often a run waiting for the management API asks.
+const apiPollEvery = 250 * time.Millisecond
+
+// awaitAPI waits up to cfg.APIWait for the management API to answer once.
+func awaitAPI(ctx context.Context, cl *client.Client, cfg ConnectConfig) error {
+	deadline := time.Now().Add(cfg.APIWait)
+	for said := false; !cl.Stats().FromAPI && time.Now().Before(deadline); {
+		if !said && cfg.Progress != nil {
+			fmt.Fprintf(cfg.Progress, "waiting up to %v for the management API at %s…\n", cfg.APIWait, cfg.URL.HTTPAddr)
+			said = true
+		}
+		t := time.NewTimer(apiPollEvery)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		_ = cl.Refresh(ctx) // an error leaves FromAPI false: try again
+	}
+	return nil
 }
 
 // loadForConnect loads the tables unless told not to or already loaded

@@ -135,7 +135,7 @@ func TestConnectDrivesAServedNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	_, err = Connect(ctx, ConnectConfig{Mode: "aura", Workload: wl, URL: du, System: sys, SkipLoad: true,
+	_, err = Connect(ctx, ConnectConfig{Mode: "aura", Workload: wl, URL: du, System: sys, SkipLoad: true, APIWait: -1,
 		Clients: 2, Duration: 300 * time.Millisecond, Seed: 2, ProgressEvery: 100 * time.Millisecond,
 		Client: func(c *client.Config) { c.Call.AttemptTimeout = 200 * time.Millisecond }})
 	if !errors.Is(err, ErrNothingCommitted) {

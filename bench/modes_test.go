@@ -113,9 +113,10 @@ func TestAuraLearnsOwnership(t *testing.T) {
 	// when the machine starves the process of CPU for part of it.
 	res := runTPCCWith(t, Config{Mode: "aura", Warmup: 3 * time.Second, Duration: 2 * time.Second, PlannerTick: 50 * time.Millisecond})
 	// The summary leaves the 3 s warm-up out: this is the late part of the
-	// run. Measured 85–93% on a loaded 2-core machine.
-	if res.LocalHit < 0.5 {
-		t.Errorf("aura: local hit %.1f%% after 3 s, want ≥ 50%%", 100*res.LocalHit)
+	// run. Measured 98.5% on a loaded 2-core machine (85–93% when nodes
+	// sampled one transaction in 8).
+	if res.LocalHit < 0.7 {
+		t.Errorf("aura: local hit %.1f%% after 3 s, want ≥ 70%%", 100*res.LocalHit)
 	}
 	a, okA := specMixAtomics(res)
 	b, okB := specMixAtomics(base)

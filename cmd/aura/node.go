@@ -24,6 +24,7 @@ import (
 	"github.com/aura-runtime/aura/cluster"
 	"github.com/aura-runtime/aura/control"
 	"github.com/aura-runtime/aura/messages"
+	"github.com/aura-runtime/aura/rdma"
 	"github.com/aura-runtime/aura/rdma/tcp"
 	"github.com/aura-runtime/aura/store"
 )
@@ -60,6 +61,7 @@ type nodeFlags struct {
 	logFormat    string
 	testTimings  bool
 	http         string
+	waitLoad     time.Duration
 }
 
 func newNodeCmd() *cobra.Command {
@@ -139,8 +141,37 @@ transactions it accepted and exits 0.`,
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level on stderr: debug, info, warn or error")
 	fl.StringVar(&f.logFormat, "log-format", "text", "log format on stderr: text or json")
 	fl.BoolVar(&f.testTimings, "test-timings", false, "membership timings for loopback tests (fast failure detection)")
+	fl.DurationVar(&f.waitLoad, "wait-load", 0, "wait this long for the tables to be loaded (for example by 'aura bench --connect', which loads them before it drives the cluster) before giving up; 0: they must be loaded already")
 	fl.StringVar(&f.http, "http", "", "management API address, HOST:PORT (GET /management/topology and /management/ownermap, for aura bench --connect); empty: none")
 	return cmd
+}
+
+// loadPollEvery is how often a node waiting for the tables (--wait-load)
+// asks the memory node: one FAA, negligible next to a load.
+const loadPollEvery = 200 * time.Millisecond
+
+// awaitLoaded returns once the memory node's tables are loaded, waiting up
+// to wait for a loader to finish (0: no wait).
+func awaitLoaded(ctx context.Context, dev rdma.Device, wait time.Duration, log *slog.Logger) error {
+	deadline := time.Now().Add(wait)
+	logged := false
+	for {
+		err := store.CheckLoaded(ctx, dev)
+		if !errors.Is(err, store.ErrNotLoaded) || !time.Now().Before(deadline) {
+			return err
+		}
+		if !logged {
+			log.Info("waiting for the tables to be loaded", "wait_load", wait)
+			logged = true
+		}
+		t := time.NewTimer(loadPollEvery)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
 }
 
 func splitAddr(flag, addr string) (string, int, error) {
@@ -159,6 +190,9 @@ func (f *nodeFlags) validate() error {
 	var errs []error
 	if f.name == "" {
 		errs = append(errs, errors.New("--name is required"))
+	}
+	if f.waitLoad < 0 {
+		errs = append(errs, fmt.Errorf("--wait-load %v must not be negative", f.waitLoad))
 	}
 	seen := map[string]bool{}
 	for _, n := range f.plannerOrder {
@@ -230,8 +264,8 @@ func runNode(ctx context.Context, f *nodeFlags, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	if err := store.CheckLoaded(ctx, dev); err != nil {
-		return fmt.Errorf("memory node %s: %w (load the tables first, e.g. with aura bench)", f.mn, err)
+	if err := awaitLoaded(ctx, dev, f.waitLoad, log); err != nil {
+		return fmt.Errorf("memory node %s: %w (load the tables first, e.g. with aura bench, or give --wait-load)", f.mn, err)
 	}
 
 	// The node's actor system and remote endpoint come first: the address

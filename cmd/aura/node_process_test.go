@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os/exec"
@@ -135,8 +136,11 @@ func TestNodeProcessesLearnOwnership(t *testing.T) {
 	if committed.Load() == 0 {
 		t.Fatal("nothing committed")
 	}
-	if local < 0.5 && !raceEnabled {
-		t.Errorf("local hit %.1f%% after 12 s, want ≥ 50%% (chance: 33%%): the cluster did not learn ownership", 100*local)
+	// Measured 92–94% on the 2-core development machine with every
+	// transaction sampled (47–77% when nodes sampled one in 8: too few
+	// samples per tick at a few hundred transactions per second).
+	if local < 0.7 && !raceEnabled {
+		t.Errorf("local hit %.1f%% after 12 s, want ≥ 70%% (chance: 33%%): the cluster did not learn ownership", 100*local)
 	}
 	for _, r := range wl.Check(ctx, store.NewSnapshot(layout, dev)) {
 		if r.Err != nil {
@@ -770,6 +774,7 @@ func TestNodeRefusesBadFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"--name", "cn-1", "--warehouses", "4", "--max-nodes", "0"},
 		{"--name", "cn-1", "--warehouses", "4", "--max-nodes", "255"},
+		{"--name", "cn-1", "--warehouses", "4", "--wait-load", "-1s"},
 		{"--name", "cn-1", "--warehouses", "4", "--id", "4194304"},
 		{"--name", "cn-1", "--warehouses", "4", "--nodes", "cn-1,cn-1"},
 		{"--name", "cn-1"}, // tpcc without --warehouses or --nodes: the tables' size is unknown
@@ -799,5 +804,58 @@ func TestLockTagIDs(t *testing.T) {
 	f.id = 77
 	if id, err := lockTagID(f, nil); err != nil || id != 77 {
 		t.Fatalf("--id: %d, %v", id, err)
+	}
+}
+
+// TestNodeWaitsForTheTables: with --wait-load a node starting before the
+// tables are loaded waits for the loader (aura bench --connect loads them
+// before it drives the cluster), and gives up with ErrNotLoaded when none
+// finishes in time.
+func TestNodeWaitsForTheTables(t *testing.T) {
+	ctx := context.Background()
+	dev, err := rdma.NewMemDevice(rdma.NewMemory(1<<20), rdma.MemConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	quiet := slog.New(slog.DiscardHandler)
+	if err := awaitLoaded(ctx, dev, 0, quiet); !errors.Is(err, store.ErrNotLoaded) {
+		t.Fatalf("no wait, nothing loaded: %v", err)
+	}
+	if err := awaitLoaded(ctx, dev, 3*loadPollEvery/2, quiet); !errors.Is(err, store.ErrNotLoaded) {
+		t.Fatalf("short wait, nothing loaded: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- awaitLoaded(ctx, dev, time.Minute, quiet) }()
+	time.Sleep(2 * loadPollEvery)
+	select {
+	case err := <-done:
+		t.Fatalf("returned %v before the load", err)
+	default:
+	}
+	if err := store.ClaimLoad(ctx, dev); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.MarkLoaded(ctx, dev); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("after the load: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("still waiting 30 s after the load")
+	}
+	// The caller's context ends the wait.
+	cctx, cancel := context.WithTimeout(ctx, 2*loadPollEvery)
+	defer cancel()
+	other, err := rdma.NewMemDevice(rdma.NewMemory(1<<20), rdma.MemConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if err := awaitLoaded(cctx, other, time.Hour, quiet); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("cancelled wait: %v", err)
 	}
 }
