@@ -143,4 +143,3 @@ func TestConnectDrivesAServedNode(t *testing.T) {
 	}
 	t.Logf("%v after %v", err, time.Since(start).Round(time.Millisecond))
 }
-
