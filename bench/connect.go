@@ -380,37 +380,8 @@ func (r *connectRunner) rdma() rdma.Stats {
 }
 
 func (r *connectRunner) client(ctx context.Context, id, clients int, stop <-chan struct{}) {
-	gen := r.cfg.Workload.NewGenerator(r.cfg.Seed, id)
-	rng := rand.New(rand.NewPCG(r.cfg.Seed, uint64(id)+1))
-	var interval time.Duration
-	if r.cfg.RateTPS > 0 {
-		interval = time.Duration(float64(time.Second) * float64(clients) / r.cfg.RateTPS)
-	}
-	next := time.Now()
-	for seq := uint64(1); ; seq++ {
-		select {
-		case <-stop:
-			return
-		default:
-		}
-		if interval > 0 {
-			if d := time.Until(next); d > 0 {
-				select {
-				case <-stop:
-					return
-				case <-time.After(d):
-				}
-			}
-			next = next.Add(interval)
-		}
-		msg := gen.Next()
-		if msg == nil {
-			return
-		}
-		msg.TxnId = uint64(id+1)<<40 | seq
-		msg.Client = fmt.Sprintf("client-%d", id)
-		r.execute(ctx, msg, rng, stop)
-	}
+	closedLoop(r.cfg.Workload.NewGenerator(r.cfg.Seed, id), r.cfg.Seed, id, clients, r.cfg.RateTPS, stop,
+		func(msg *messages.TxnSubmit, rng *rand.Rand) { r.execute(ctx, msg, rng, stop) })
 }
 
 // connectRetryPause is the wait after a submission that got no usable
@@ -426,58 +397,34 @@ const connectRetryPause = 20 * time.Millisecond
 // after connectRetryPause (until the run stops); MaxAttempts bounds both
 // together.
 func (r *connectRunner) execute(ctx context.Context, msg *messages.TxnSubmit, rng *rand.Rand, stop <-chan struct{}) {
-	kind := TxnType(msg)
-	start := time.Now()
-	backoff := 20 * time.Microsecond
-	for attempt := 1; attempt <= r.cfg.MaxAttempts; attempt++ {
-		msg.Attempt = uint32(attempt)
+	r.attempts(msg, rng, r.cfg.MaxAttempts, func() (*messages.TxnResult, error) {
 		res, _, err := r.cl.Submit(ctx, msg)
 		if ctx.Err() != nil {
-			return
+			return nil, errRunOver
 		}
-		after := time.Now().After(r.warmEnd)
 		if res != nil {
 			c := res.GetCounters()
-			r.count(c)
 			r.reads.Add(c.GetRdmaReads())
 			r.writes.Add(c.GetRdmaWrites())
 			r.cas.Add(c.GetMnCas())
 			r.faa.Add(c.GetMnFaa())
-			if after {
-				r.countType(kind, res)
-			}
 		}
-		switch {
-		case err == nil && res.Outcome == messages.TxnOutcome_TXN_OUTCOME_COMMITTED:
-			r.c.committed.Add(1)
-		case err == nil && res.Outcome == messages.TxnOutcome_TXN_OUTCOME_ROLLED_BACK:
-			r.c.rolledBack.Add(1)
-		case err == nil && res.Outcome == messages.TxnOutcome_TXN_OUTCOME_ABORTED:
-			r.c.aborted.Add(1)
-			time.Sleep(time.Duration(rng.Int64N(int64(backoff)) + 1))
-			backoff = min(2*backoff, 2*time.Millisecond)
-			continue
-		default:
-			r.errs.Add(1)
-			if err != nil {
-				r.lastErr.Store(err.Error())
-			} else {
-				r.lastErr.Store(fmt.Sprintf("%s: %s %s", res.GetNode(), res.GetOutcome(), res.GetError()))
-			}
-			// Giving up at the end of the run is safe: an unanswered or
-			// failed submission has not committed (ERROR) or will finish
-			// on its node on its own, and the checks read committed state.
-			select {
-			case <-stop:
-				return
-			case <-time.After(connectRetryPause):
-			}
-			continue
+		return res, err
+	}, func(res *messages.TxnResult, err error) afterError {
+		r.errs.Add(1)
+		if err != nil {
+			r.lastErr.Store(err.Error())
+		} else {
+			r.lastErr.Store(fmt.Sprintf("%s: %s %s", res.GetNode(), res.GetOutcome(), res.GetError()))
 		}
-		if after {
-			r.lat.Record(uint64(time.Since(start).Microseconds()))
+		// Giving up at the end of the run is safe: an unanswered or
+		// failed submission has not committed (ERROR) or will finish on
+		// its node on its own, and the checks read committed state.
+		select {
+		case <-stop:
+			return quit
+		case <-time.After(connectRetryPause):
+			return retry
 		}
-		return
-	}
-	r.c.failed.Add(1)
+	})
 }

@@ -462,12 +462,22 @@ type runner struct {
 }
 
 func (r *runner) client(id int, stop <-chan struct{}) {
-	gen := r.wl.NewGenerator(r.cfg.Seed, id)
 	route := r.newRoute()
-	rng := rand.New(rand.NewPCG(r.cfg.Seed, uint64(id)+1))
+	closedLoop(r.wl.NewGenerator(r.cfg.Seed, id), r.cfg.Seed, id, r.cfg.Clients, r.cfg.RateTPS, stop,
+		func(msg *messages.TxnSubmit, rng *rand.Rand) { r.execute(r.nodes[route(msg)], msg, rng) })
+}
+
+// closedLoop runs client id (of clients) until stop closes or gen is
+// exhausted (a trace without --loop): each transaction gets a unique id
+// and the client's name and goes to run, which returns once it is
+// finished; with rateTPS > 0 the clients together start rateTPS
+// transactions a second (open-loop pacing, each client its share).
+func closedLoop(gen workload.Generator, seed uint64, id, clients int, rateTPS float64, stop <-chan struct{},
+	run func(*messages.TxnSubmit, *rand.Rand)) {
+	rng := rand.New(rand.NewPCG(seed, uint64(id)+1))
 	var interval time.Duration
-	if r.cfg.RateTPS > 0 {
-		interval = time.Duration(float64(time.Second) * float64(r.cfg.Clients) / r.cfg.RateTPS)
+	if rateTPS > 0 {
+		interval = time.Duration(float64(time.Second) * float64(clients) / rateTPS)
 	}
 	next := time.Now()
 	for seq := uint64(1); ; seq++ {
@@ -488,11 +498,11 @@ func (r *runner) client(id int, stop <-chan struct{}) {
 		}
 		msg := gen.Next()
 		if msg == nil {
-			return // a finite workload (a trace without --loop) is exhausted
+			return
 		}
 		msg.TxnId = uint64(id+1)<<40 | seq
 		msg.Client = fmt.Sprintf("client-%d", id)
-		r.execute(r.nodes[route(msg)], msg, rng)
+		run(msg, rng)
 	}
 }
 
@@ -536,17 +546,47 @@ func (r *runner) routeErr() error {
 	return nil
 }
 
-// execute runs one transaction to its final outcome, retrying aborts with
-// jittered exponential backoff (20 µs doubling to 2 ms) up to MaxAttempts.
+// execute runs one transaction to its final outcome on node, retrying
+// aborts; an error or a refusal fails it.
 func (r *runner) execute(node *actors.Node, msg *messages.TxnSubmit, rng *rand.Rand) {
+	r.attempts(msg, rng, r.cfg.MaxAttempts, func() (*messages.TxnResult, error) {
+		return node.Submit(context.Background(), msg)
+	}, func(*messages.TxnResult, error) afterError { return fail })
+}
+
+// afterError is what attempts does after an attempt that neither
+// committed, rolled back nor aborted.
+type afterError int
+
+const (
+	fail  afterError = iota // count the transaction failed
+	retry                   // try again (within the attempts)
+	quit                    // stop: the run is over (not counted)
+)
+
+// errRunOver, from an attempts submit function: the run is over; the
+// transaction is left unfinished and uncounted.
+var errRunOver = errors.New("bench: run over")
+
+// attempts runs one transaction to its final outcome: submit runs one
+// attempt (errRunOver: the run is over); aborts are retried
+// with jittered exponential backoff (20 µs doubling to 2 ms), other
+// outcomes go to onError; maxAttempts bounds the attempts. Counters of
+// every answered attempt are counted, the latency of transactions that
+// finish after the warm-up recorded.
+func (r *runner) attempts(msg *messages.TxnSubmit, rng *rand.Rand, maxAttempts int,
+	submit func() (*messages.TxnResult, error), onError func(*messages.TxnResult, error) afterError) {
 	kind := TxnType(msg)
 	start := time.Now()
 	backoff := 20 * time.Microsecond
-	for attempt := 1; attempt <= r.cfg.MaxAttempts; attempt++ {
+	for attempt := 1; attempt <= maxAttempts; attempt++ {
 		msg.Attempt = uint32(attempt)
-		res, err := node.Submit(context.Background(), msg)
+		res, err := submit()
+		if errors.Is(err, errRunOver) {
+			return
+		}
 		after := time.Now().After(r.warmEnd)
-		if err == nil {
+		if res != nil {
 			r.count(res.GetCounters())
 			if after {
 				r.countType(kind, res)
@@ -563,6 +603,12 @@ func (r *runner) execute(node *actors.Node, msg *messages.TxnSubmit, rng *rand.R
 			backoff = min(2*backoff, 2*time.Millisecond)
 			continue
 		default:
+			switch onError(res, err) {
+			case retry:
+				continue
+			case quit:
+				return
+			}
 			r.c.failed.Add(1)
 			return
 		}

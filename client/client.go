@@ -407,16 +407,7 @@ func (c *Client) checkWorkers(ws []Worker) ([]Worker, error) {
 		}
 	}
 	out := slices.Clone(ws)
-	slices.SortFunc(out, func(a, b Worker) int {
-		ka, kb := a.WorkerIndex, b.WorkerIndex
-		if ka < 0 {
-			ka = control.MaxNodes
-		}
-		if kb < 0 {
-			kb = control.MaxNodes
-		}
-		return cmp.Or(cmp.Compare(ka, kb), cmp.Compare(a.WorkerID, b.WorkerID))
-	})
+	slices.SortFunc(out, byWorkerIndex)
 	return out, nil
 }
 
@@ -591,16 +582,7 @@ func NewTopology(live map[string]string, roster []string, m *control.OwnerMap) T
 		}
 		t.Workers = append(t.Workers, w)
 	}
-	slices.SortFunc(t.Workers, func(a, b Worker) int {
-		ka, kb := a.WorkerIndex, b.WorkerIndex
-		if ka < 0 {
-			ka = control.MaxNodes
-		}
-		if kb < 0 {
-			kb = control.MaxNodes
-		}
-		return cmp.Or(cmp.Compare(ka, kb), cmp.Compare(a.WorkerID, b.WorkerID))
-	})
+	slices.SortFunc(t.Workers, byWorkerIndex)
 	t.WorkerCount = len(t.Workers)
 	for _, w := range t.Workers {
 		if w.TCPListenPort > 0 && (t.TCPBaseListenPort == 0 || w.TCPListenPort < t.TCPBaseListenPort) {
@@ -608,4 +590,17 @@ func NewTopology(live map[string]string, roster []string, m *control.OwnerMap) T
 		}
 	}
 	return t
+}
+
+// byWorkerIndex orders workers by owner index, those without one (−1)
+// last, then by name.
+func byWorkerIndex(a, b Worker) int {
+	ka, kb := a.WorkerIndex, b.WorkerIndex
+	if ka < 0 {
+		ka = control.MaxNodes
+	}
+	if kb < 0 {
+		kb = control.MaxNodes
+	}
+	return cmp.Or(cmp.Compare(ka, kb), cmp.Compare(a.WorkerID, b.WorkerID))
 }

@@ -100,3 +100,15 @@ func (m *OwnerMap) Validate() error {
 	}
 	return nil
 }
+
+// Mix64 is MurmurHash3's 64-bit finalizer: a bijection whose every output
+// bit depends on every input bit. Rendezvous hashing (router's fallback,
+// cohort placement) draws its weights from it.
+func Mix64(x uint64) uint64 {
+	x ^= x >> 33
+	x *= 0xFF51AFD7ED558CCD
+	x ^= x >> 33
+	x *= 0xC4CEB9FE1A85EC53
+	x ^= x >> 33
+	return x
+}

@@ -74,7 +74,7 @@ func (p *Placer) Place(id control.CohortID) Placement {
 func (p *Placer) rendezvous(id control.CohortID) string {
 	best, bestW := -1, uint64(0)
 	for i, s := range p.salts {
-		if w := mix64(id ^ s); best < 0 || w > bestW || w == bestW && p.live[i] < p.live[best] {
+		if w := control.Mix64(id ^ s); best < 0 || w > bestW || w == bestW && p.live[i] < p.live[best] {
 			best, bestW = i, w
 		}
 	}
@@ -99,16 +99,5 @@ func Rendezvous(id control.CohortID, nodes []string) string {
 func nameSalt(name string) uint64 {
 	h := fnv.New64a()
 	_, _ = h.Write([]byte(name))
-	return mix64(h.Sum64() ^ 0x5851F42D4C957F2D)
-}
-
-// mix64 is MurmurHash3's 64-bit finalizer: a bijection whose every output
-// bit depends on every input bit.
-func mix64(x uint64) uint64 {
-	x ^= x >> 33
-	x *= 0xFF51AFD7ED558CCD
-	x ^= x >> 33
-	x *= 0xC4CEB9FE1A85EC53
-	x ^= x >> 33
-	return x
+	return control.Mix64(h.Sum64() ^ 0x5851F42D4C957F2D)
 }

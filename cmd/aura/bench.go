@@ -135,6 +135,23 @@ apply. --clients defaults to 8 per node the topology lists.`,
 	return cmd
 }
 
+// startCPUProfile writes a Go CPU profile to path (none when empty) until
+// the returned function is called.
+func startCPUProfile(path string) (func(), error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	pf, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(pf); err != nil {
+		pf.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); pf.Close() }, nil
+}
+
 func runBench(cmd *cobra.Command, f *benchFlags) error {
 	if f.connect != "" {
 		return runBenchConnect(cmd, f)
@@ -148,17 +165,11 @@ func runBench(cmd *cobra.Command, f *benchFlags) error {
 	if err != nil {
 		return err
 	}
-	if f.cpuProfile != "" {
-		pf, err := os.Create(f.cpuProfile)
-		if err != nil {
-			return err
-		}
-		defer pf.Close()
-		if err := pprof.StartCPUProfile(pf); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+	stopProfile, err := startCPUProfile(f.cpuProfile)
+	if err != nil {
+		return err
 	}
+	defer stopProfile()
 	// A later mode with --mn would find the tables loaded and modified.
 	if f.mn != "" && len(f.modes) > 1 {
 		return errors.New("several modes against one --mn memory node are not supported: restart 'aura mn' between modes")
@@ -192,6 +203,12 @@ func runBench(cmd *cobra.Command, f *benchFlags) error {
 		res.Params.Workload = f.workloadFlags.config
 		results = append(results, res)
 	}
+	return report(cmd, f, results)
+}
+
+// report prints the results, writes them as JSON when asked, and fails on
+// a failed check or failed transactions.
+func report(cmd *cobra.Command, f *benchFlags, results []*bench.Result) error {
 	printSummary(cmd.OutOrStdout(), results)
 	if err := writeResultsJSON(f.jsonPath, results); err != nil {
 		return err
@@ -245,17 +262,11 @@ func runBenchConnect(cmd *cobra.Command, f *benchFlags) error {
 	if err != nil {
 		return err
 	}
-	if f.cpuProfile != "" {
-		pf, err := os.Create(f.cpuProfile)
-		if err != nil {
-			return err
-		}
-		defer pf.Close()
-		if err := pprof.StartCPUProfile(pf); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+	stopProfile, err := startCPUProfile(f.cpuProfile)
+	if err != nil {
+		return err
 	}
+	defer stopProfile()
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	progress := progressWriter(cmd, f.quiet)
@@ -273,20 +284,7 @@ func runBenchConnect(cmd *cobra.Command, f *benchFlags) error {
 		return fmt.Errorf("--connect %s: %w", u.HTTPAddr, err)
 	}
 	res.Params.Workload = f.workloadFlags.config
-	results := []*bench.Result{res}
-	printSummary(cmd.OutOrStdout(), results)
-	if err := writeResultsJSON(f.jsonPath, results); err != nil {
-		return err
-	}
-	for k, v := range res.Checks {
-		if v == "fail" {
-			return fmt.Errorf("mode %s: check %s failed (see checks.details)", res.Mode, k)
-		}
-	}
-	if res.Failed > 0 {
-		return fmt.Errorf("mode %s: %d transactions failed", res.Mode, res.Failed)
-	}
-	return nil
+	return report(cmd, f, []*bench.Result{res})
 }
 
 // memoryNode returns how compute nodes reach the memory node for one run.

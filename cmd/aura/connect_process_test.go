@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -183,19 +182,8 @@ func TestConnectProcessesDriveTheCluster(t *testing.T) {
 		t.Errorf("query parameter: %d %+v", status, apiErr)
 	}
 
-	for _, n := range nodes {
-		_ = n.cmd.Process.Signal(syscall.SIGTERM)
-	}
+	stopNodes(t, nodes...)
 	for i, n := range nodes {
-		select {
-		case err := <-n.exited:
-			n.exited <- err
-			if err != nil {
-				t.Errorf("%s exited with %v after SIGTERM\n%s", n.name, err, n.stderr.String())
-			}
-		case <-time.After(30 * time.Second):
-			t.Fatalf("%s still running 30 s after SIGTERM", n.name)
-		}
 		if c, err := net.DialTimeout("tcp", https[i], time.Second); err == nil {
 			c.Close()
 			t.Errorf("%s: management API still accepting after exit", n.name)

@@ -148,6 +148,13 @@ func TestNodeProcessesLearnOwnership(t *testing.T) {
 		}
 	}
 	// SIGTERM: graceful leave and a clean exit.
+	stopNodes(t, nodes...)
+}
+
+// stopNodes sends SIGTERM to every node and checks that each exits cleanly
+// (status 0) within 30 s.
+func stopNodes(t *testing.T, nodes ...*nodeProcess) {
+	t.Helper()
 	for _, n := range nodes {
 		_ = n.cmd.Process.Signal(syscall.SIGTERM)
 	}
@@ -653,20 +660,7 @@ func TestNodeProcessesJoinAndLeaveUnderLoad(t *testing.T) {
 			t.Errorf("TPC-C %s: %v", r.Name, r.Err)
 		}
 	}
-	for _, n := range []*nodeProcess{n1, n2, n3, n4} {
-		_ = n.cmd.Process.Signal(syscall.SIGTERM)
-	}
-	for _, n := range []*nodeProcess{n1, n2, n3, n4} {
-		select {
-		case err := <-n.exited:
-			n.exited <- err
-			if err != nil {
-				t.Errorf("%s exited with %v after SIGTERM", n.name, err)
-			}
-		case <-time.After(20 * time.Second):
-			t.Errorf("%s still running 20 s after SIGTERM", n.name)
-		}
-	}
+	stopNodes(t, n1, n2, n3, n4)
 }
 
 // TestNodeProcessesSurviveCrashes runs four compute nodes without --nodes

@@ -91,26 +91,15 @@ func RendezvousFallback(n int) FallbackFunc {
 	}
 	salts := make([]uint64, n)
 	for i := range salts {
-		salts[i] = mix64(uint64(i) + 0x5851F42D4C957F2D)
+		salts[i] = control.Mix64(uint64(i) + 0x5851F42D4C957F2D)
 	}
 	return func(p uint64) int {
 		best, bestW := 0, uint64(0)
 		for i, s := range salts {
-			if w := mix64(p ^ s); w > bestW || i == 0 {
+			if w := control.Mix64(p ^ s); w > bestW || i == 0 {
 				best, bestW = i, w
 			}
 		}
 		return best
 	}
-}
-
-// mix64 is MurmurHash3's 64-bit finalizer: a bijection whose every output
-// bit depends on every input bit.
-func mix64(x uint64) uint64 {
-	x ^= x >> 33
-	x *= 0xFF51AFD7ED558CCD
-	x ^= x >> 33
-	x *= 0xC4CEB9FE1A85EC53
-	x ^= x >> 33
-	return x
 }
