@@ -52,12 +52,21 @@ type Config struct {
 	// second epoch only after every node acknowledged the first). Default
 	// false (the simulator models migrations itself).
 	EvictBeforeMove bool
+	// HoldRecuts publishes a new map only when some key group changes owner
+	// (installed, evicted or moved to another node); cohorts re-cut among
+	// the key groups one node already owns wait for the next such map. Why:
+	// a re-cut changes nothing for routing or locality, but every published
+	// re-cut makes the owner re-install cohorts and re-mark their lock
+	// words (one CAS per slot touched under the new cohort; see package
+	// actors/owner), and at steady state the generator re-cuts a few cohorts
+	// on most ticks. Default true.
+	HoldRecuts bool
 }
 
 // DefaultConfig returns a config for n nodes with each package's defaults.
 func DefaultConfig(n int) Config {
 	return Config{Nodes: n, Graph: accessgraph.DefaultGraphConfig(), Cohorts: cohortgen.DefaultConfig(),
-		Ownership: ownership.DefaultConfig()}
+		Ownership: ownership.DefaultConfig(), HoldRecuts: true}
 }
 
 // Validate reports every problem at once.
@@ -195,7 +204,7 @@ func (l *Loop) Tick(in TickInput) (Decision, error) {
 	}
 	d := Decision{Plan: plan, Cohorts: out}
 	next := plan.OwnerMap(l.cur.Epoch+1, l.cfg.Fallback, pin.Cohorts)
-	if sameAssignment(l.cur, next) {
+	if sameAssignment(l.cur, next) || l.cfg.HoldRecuts && l.sameOwners(next) {
 		return d, nil
 	}
 	if err := next.Validate(); err != nil {
@@ -401,6 +410,21 @@ func plannerCohorts(g *accessgraph.Graph, cohorts []control.Cohort, nodes int, h
 }
 
 // sameAssignment reports equal assignments (epochs aside).
+// sameOwners reports whether next gives every key group the owner the
+// current map gives it (and owns no other key group).
+func (l *Loop) sameOwners(next *control.OwnerMap) bool {
+	n := 0
+	for _, p := range next.Cohorts {
+		for _, kg := range p.KeyGroups {
+			if o, ok := l.owners[kg]; !ok || o != p.Owner {
+				return false
+			}
+		}
+		n += len(p.KeyGroups)
+	}
+	return n == len(l.owners)
+}
+
 func sameAssignment(a, b *control.OwnerMap) bool {
 	if len(a.Cohorts) != len(b.Cohorts) {
 		return false

@@ -213,3 +213,107 @@ func TestEvictBeforeMoveNeverHandsKeyGroupsOwnerToOwner(t *testing.T) {
 		t.Fatal("the drift moved nothing through the fallback path: the test exercises nothing")
 	}
 }
+
+// warehouseWindow records one tick of a TPC-C-like workload — 16
+// warehouses × 9 tables × 64 buckets (9,216 key groups), 12 written and 2
+// read key groups per transaction, mostly in the buckets of one district,
+// 1% of writes in another warehouse; warehouse w runs on node w mod 4 —
+// and applies the nodes' summaries to l. Regions of 576 key groups
+// co-accessed alike are cut into cohorts of at most 64 in many equally
+// good ways, so the generator keeps re-cutting a few of them.
+func warehouseWindow(t *testing.T, l *Loop, profs []*accessgraph.Profiler, rng *rand.Rand, tick uint64) {
+	t.Helper()
+	const whs = 16
+	kg := func(t, wh, b int) control.KeyGroup {
+		return control.KeyGroup(t)<<16 | control.KeyGroup(wh)<<8 | control.KeyGroup(b)
+	}
+	var w, r []control.KeyGroup
+	for range 1200 {
+		w, r = w[:0], r[:0]
+		wh, d := rng.IntN(whs), rng.IntN(10)
+		for range 12 {
+			tw, b := wh, rng.IntN(64)
+			if rng.IntN(100) == 0 {
+				tw = rng.IntN(whs)
+			}
+			if rng.IntN(10) < 7 {
+				b = (d*6 + rng.IntN(6)) % 64
+			}
+			w = append(w, kg(rng.IntN(9), tw, b))
+		}
+		r = append(r, kg(0, wh, 0), kg(8, wh, rng.IntN(64)))
+		profs[wh%len(profs)].Record(w, r)
+	}
+	for _, p := range profs {
+		if err := l.Apply(p.Summary(tick, accessgraph.SummaryV2)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestHoldRecutsChangesNoOwnership: holding back re-cuts (the default)
+// publishes fewer maps, and every key group has, tick by tick, the owner it
+// has when every re-cut is published — holding changes when cohort
+// boundaries reach the nodes, never who owns what.
+func TestHoldRecutsChangesNoOwnership(t *testing.T) {
+	owners := func(m *control.OwnerMap) map[control.KeyGroup]int {
+		o := map[control.KeyGroup]int{}
+		for _, p := range m.Cohorts {
+			for _, kg := range p.KeyGroups {
+				o[kg] = p.Owner
+			}
+		}
+		return o
+	}
+	const ticks = 90
+	run := func(cfg Config, onTick func(tick uint64, l *Loop, d Decision)) {
+		l, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var profs []*accessgraph.Profiler
+		for i := range 4 {
+			pc := accessgraph.DefaultProfilerConfig()
+			pc.Node, pc.NodeIndex, pc.Seed, pc.SampleEvery = fmt.Sprintf("cn-%d", i), uint32(i), uint64(i+1), 1
+			p, err := accessgraph.NewProfiler(pc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			profs = append(profs, p)
+		}
+		rng := rand.New(rand.NewPCG(3, 4))
+		for tick := uint64(1); tick <= ticks; tick++ {
+			warehouseWindow(t, l, profs, rng, tick)
+			prev := l.Current().Clone()
+			d, err := l.Tick(TickInput{Tick: tick})
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkDecision(t, prev, l, d)
+			onTick(tick, l, d)
+		}
+	}
+	var all []map[control.KeyGroup]int
+	publishAll := DefaultConfig(4)
+	publishAll.HoldRecuts = false
+	allMaps := 0
+	run(publishAll, func(_ uint64, l *Loop, d Decision) {
+		all = append(all, owners(l.Current()))
+		if d.Map != nil {
+			allMaps++
+		}
+	})
+	held := 0
+	run(DefaultConfig(4), func(tick uint64, l *Loop, d Decision) {
+		if d.Map != nil {
+			held++
+		}
+		if got, want := owners(l.Current()), all[tick-1]; !reflect.DeepEqual(got, want) {
+			t.Fatalf("tick %d: owners differ from the run that publishes every re-cut (%d vs %d key groups owned)", tick, len(got), len(want))
+		}
+	})
+	t.Logf("%d maps published over %d ticks holding re-cuts, %d publishing every re-cut", held, ticks, allMaps)
+	if held >= allMaps {
+		t.Errorf("holding re-cuts published %d maps, publishing every re-cut %d: nothing held", held, allMaps)
+	}
+}
