@@ -442,13 +442,13 @@ func (a *Actor) onTick(ctx actor.Context) {
 	}
 	m := *d.Map // shallow: the loop never modifies a published map
 	m.Epoch += a.status.Base
-	a.publish(ctx, &m, len(d.Moves))
+	a.publish(ctx, &m, kgChanges(d.Moves))
 }
 
 // publish makes m (the loop's map, epoch already shifted by the base) the
 // pending epoch, with the roster as it stands once departed nodes m no
 // longer names are dropped, and pushes it to every live node.
-func (a *Actor) publish(ctx actor.Context, m *control.OwnerMap, moves int) {
+func (a *Actor) publish(ctx actor.Context, m *control.OwnerMap, ch changes) {
 	a.releaseSlots(a.loop.Current())
 	a.pubRoster = slices.Clone(a.roster)
 	a.status.Roster = slices.Clone(a.roster)
@@ -468,10 +468,29 @@ func (a *Actor) publish(ctx actor.Context, m *control.OwnerMap, moves int) {
 		a.pending[name] = true
 	}
 	if a.log.Enabled(context.Background(), slog.LevelInfo) {
-		a.log.Info("epoch published", "epoch", m.Epoch, "cohorts", len(m.Cohorts), "moves", moves,
+		a.log.Info("epoch published", "epoch", m.Epoch, "cohorts", len(m.Cohorts), "kgs_installed", ch.installed,
+			"kgs_moved", ch.moved, "kgs_evicted", ch.evicted,
 			"roster", strings.Join(a.pubRoster, ","), "owned", ownedSummary(m, a.pubRoster))
 	}
 	a.push(ctx)
+}
+
+// changes counts the key groups whose owner a map changes, by kind.
+type changes struct{ installed, moved, evicted int }
+
+func kgChanges(ms []plane.Move) changes {
+	var c changes
+	for _, m := range ms {
+		switch {
+		case m.From < 0:
+			c.installed += len(m.KeyGroups)
+		case m.To < 0:
+			c.evicted += len(m.KeyGroups)
+		default:
+			c.moved += len(m.KeyGroups)
+		}
+	}
+	return c
 }
 
 // withoutFreeSlots returns m without the cohorts whose owner index is a
@@ -515,7 +534,7 @@ func (a *Actor) resetAbove(ctx actor.Context, top uint64, why string) {
 	a.log.Warn("publishing an empty map above the nodes' epochs", "why", why, "installed", top, "epoch", top+1)
 	reset := &control.OwnerMap{Epoch: top + 1, Fallback: a.loop.Current().Fallback}
 	a.cur = nil // no delta against a map of ours the nodes may not have
-	a.publish(ctx, reset, 0)
+	a.publish(ctx, reset, changes{})
 }
 
 func maxSeen(m map[string]uint64) uint64 {

@@ -519,6 +519,22 @@ func (p *Planner) recordChange(id control.CohortID, kgs []control.KeyGroup, tick
 	}
 }
 
+// KeyGroupInCooldown reports whether kg changed owner less than
+// CooldownTicks before tick.
+func (p *Planner) KeyGroupInCooldown(kg control.KeyGroup, tick uint64) bool {
+	t, ok := p.changedKG[kg]
+	return ok && tick-t < p.cfg.CooldownTicks
+}
+
+// RecordKeyGroupChanges starts the cooldown of key groups that changed
+// owner at tick outside Plan's decisions (a caller that lets a re-cut move
+// them; see package plane).
+func (p *Planner) RecordKeyGroupChanges(kgs []control.KeyGroup, tick uint64) {
+	for _, kg := range kgs {
+		p.changedKG[kg] = tick
+	}
+}
+
 // inCooldown reports whether c, or one of its key groups, changed owner less
 // than CooldownTicks ago.
 func (p *Planner) inCooldown(c *CohortStats, tick uint64) bool {

@@ -15,12 +15,24 @@
 //     new ids) is judged by its key groups: its current owner is the node
 //     owning the plurality of its key groups' write weight, so regrouping
 //     alone never evicts and reinstalls locks that stay where they are.
+//   - With GuardRecutMoves, a key group changes owner between two nodes only
+//     by the planner's decision on its cohort (a move or an install, within
+//     the planner's cooldown and budgets) or, when a re-cut puts it in a
+//     cohort another node owns, outside its cooldown and toward the node
+//     that runs more of its transactions; otherwise it stays with its owner
+//     in a remnant of its previous cohort.
 //   - The same heartbeats and ticks give the same maps (determinism).
+//
+// The simulator runs the same generator and planner with its own
+// publishing (it models migrations itself); HoldRecuts and GuardRecutMoves
+// are this loop's.
 package plane
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/aura-runtime/aura/control"
@@ -61,12 +73,23 @@ type Config struct {
 	// actors/owner), and at steady state the generator re-cuts a few cohorts
 	// on most ticks. Default true.
 	HoldRecuts bool
+	// GuardRecutMoves keeps a key group with its owner when a re-cut puts
+	// it in a cohort another node owns (the re-formed cohort inherits the
+	// owner of most of its weight, InheritOwners) unless its cooldown has
+	// passed and the new owner runs more of its transactions than the old
+	// (graph home probabilities); kept key groups are published in a
+	// remnant of their previous cohort. Why: without it, key groups shared
+	// by regions on two nodes (TPC-C's remote Payment customers and remote
+	// stock) change owner with every re-cut, outside the planner's cooldown
+	// and migration budget — most of a steady cluster's epochs. Default
+	// true.
+	GuardRecutMoves bool
 }
 
 // DefaultConfig returns a config for n nodes with each package's defaults.
 func DefaultConfig(n int) Config {
 	return Config{Nodes: n, Graph: accessgraph.DefaultGraphConfig(), Cohorts: cohortgen.DefaultConfig(),
-		Ownership: ownership.DefaultConfig(), HoldRecuts: true}
+		Ownership: ownership.DefaultConfig(), HoldRecuts: true, GuardRecutMoves: true}
 }
 
 // Validate reports every problem at once.
@@ -135,8 +158,10 @@ type Loop struct {
 	planner *ownership.Planner
 	cur     *control.OwnerMap
 	owners  map[control.KeyGroup]int
-	homes   []accessgraph.Home
-	ws      []float64 // per key group of the tick's cohorts: W (scratch)
+	// cohortOf is each owned key group's cohort in cur.
+	cohortOf map[control.KeyGroup]control.CohortID
+	homes    []accessgraph.Home
+	ws       []float64 // per key group of the tick's cohorts: W (scratch)
 	// final is the planned map held back by EvictBeforeMove.
 	final *control.OwnerMap
 }
@@ -159,7 +184,8 @@ func New(cfg Config) (*Loop, error) {
 		return nil, err
 	}
 	return &Loop{cfg: cfg, graph: g, gen: gen, planner: p,
-		cur: &control.OwnerMap{Fallback: slices.Clone(cfg.Fallback)}, owners: map[control.KeyGroup]int{}}, nil
+		cur: &control.OwnerMap{Fallback: slices.Clone(cfg.Fallback)}, owners: map[control.KeyGroup]int{},
+		cohortOf: map[control.KeyGroup]control.CohortID{}}, nil
 }
 
 // Apply adds one node's heartbeat to the graph (rejected summaries leave the
@@ -204,6 +230,9 @@ func (l *Loop) Tick(in TickInput) (Decision, error) {
 	}
 	d := Decision{Plan: plan, Cohorts: out}
 	next := plan.OwnerMap(l.cur.Epoch+1, l.cfg.Fallback, pin.Cohorts)
+	if l.cfg.GuardRecutMoves {
+		next = l.guardRecutMoves(next, plan, in)
+	}
 	if sameAssignment(l.cur, next) || l.cfg.HoldRecuts && l.sameOwners(next) {
 		return d, nil
 	}
@@ -225,9 +254,11 @@ func (l *Loop) publish(d Decision, next *control.OwnerMap) Decision {
 	d.Map = next
 	l.cur = next
 	clear(l.owners)
+	clear(l.cohortOf)
 	for _, p := range next.Cohorts {
 		for _, kg := range p.KeyGroups {
 			l.owners[kg] = p.Owner
+			l.cohortOf[kg] = p.ID
 		}
 	}
 	return d
@@ -410,6 +441,130 @@ func plannerCohorts(g *accessgraph.Graph, cohorts []control.Cohort, nodes int, h
 }
 
 // sameAssignment reports equal assignments (epochs aside).
+// guardRecutMoves returns next with the key groups a re-cut would move
+// between two nodes kept with their owners (see Config.GuardRecutMoves),
+// and starts the cooldown of those it lets move.
+func (l *Loop) guardRecutMoves(next *control.OwnerMap, plan ownership.Plan, in TickInput) *control.OwnerMap {
+	tick := in.Tick
+	up := func(node int) bool {
+		return in.State == nil || node < len(in.State) && in.State[node] == ownership.NodeUp
+	}
+	decided := map[control.CohortID]bool{}
+	for _, m := range plan.Moves {
+		decided[m.Cohort] = true
+	}
+	for _, in := range plan.Installs {
+		decided[in.Cohort] = true
+	}
+	type remnant struct {
+		owner int
+		kgs   []control.KeyGroup
+	}
+	var remnants map[control.CohortID]*remnant
+	var moved []control.KeyGroup
+	var out *control.OwnerMap
+	inNext := make(map[control.KeyGroup]bool, len(l.owners))
+	for i, p := range next.Cohorts {
+		for _, kg := range p.KeyGroups {
+			inNext[kg] = true
+			if _, owned := l.owners[kg]; !owned {
+				moved = append(moved, kg) // installed: its cooldown starts
+			}
+		}
+		if decided[p.ID] {
+			continue
+		}
+		var keep []control.KeyGroup
+		for j, kg := range p.KeyGroups {
+			from, owned := l.owners[kg]
+			if !owned || from == p.Owner {
+				if keep != nil {
+					keep = append(keep, kg)
+				}
+				continue
+			}
+			if !up(from) || !l.planner.KeyGroupInCooldown(kg, tick) &&
+				l.graph.HomeProb(kg, p.Owner) > l.graph.HomeProb(kg, from) {
+				moved = append(moved, kg)
+				if keep != nil {
+					keep = append(keep, kg)
+				}
+				continue
+			}
+			if keep == nil {
+				keep = append(make([]control.KeyGroup, 0, len(p.KeyGroups)), p.KeyGroups[:j]...)
+			}
+			if remnants == nil {
+				remnants = map[control.CohortID]*remnant{}
+			}
+			prev := l.cohortOf[kg]
+			r := remnants[prev]
+			if r == nil {
+				r = &remnant{owner: from}
+				remnants[prev] = r
+			}
+			r.kgs = append(r.kgs, kg)
+		}
+		if keep == nil {
+			continue
+		}
+		if out == nil {
+			out = next.Clone()
+		}
+		out.Cohorts[i].KeyGroups = keep
+	}
+	for kg := range l.owners {
+		if !inNext[kg] {
+			moved = append(moved, kg) // evicted: its cooldown starts
+		}
+	}
+	if out == nil {
+		l.planner.RecordKeyGroupChanges(moved, tick)
+		return next
+	}
+	// A remnant takes its previous cohort's id: as a new cohort when next
+	// does not use that id, joined to it when next gives that id to the
+	// same owner. When next gives the id to another node the key groups
+	// follow it after all (rare: the id's cohort moved this very tick).
+	at := make(map[control.CohortID]int, len(out.Cohorts))
+	for i, p := range out.Cohorts {
+		at[p.ID] = i
+	}
+	for _, id := range slices.Sorted(maps.Keys(remnants)) {
+		r := remnants[id]
+		i, used := at[id]
+		switch {
+		case !used:
+			slices.Sort(r.kgs)
+			out.Cohorts = append(out.Cohorts, control.Placement{Cohort: control.Cohort{ID: id, KeyGroups: r.kgs}, Owner: r.owner})
+		case out.Cohorts[i].Owner == r.owner:
+			out.Cohorts[i].KeyGroups = append(out.Cohorts[i].KeyGroups, r.kgs...)
+			slices.Sort(out.Cohorts[i].KeyGroups)
+		default:
+			for _, kg := range r.kgs {
+				id, _ := l.placedIn(next, kg) // every remnant key group is in next
+				j := at[id]
+				out.Cohorts[j].KeyGroups = append(out.Cohorts[j].KeyGroups, kg)
+				slices.Sort(out.Cohorts[j].KeyGroups)
+				moved = append(moved, kg)
+			}
+		}
+	}
+	slices.SortFunc(out.Cohorts, func(a, b control.Placement) int { return cmp.Compare(a.ID, b.ID) })
+	l.planner.RecordKeyGroupChanges(moved, tick)
+	return out
+}
+
+// placedIn returns the cohort of next that holds kg, if any.
+func (l *Loop) placedIn(next *control.OwnerMap, kg control.KeyGroup) (control.CohortID, bool) {
+	for _, p := range next.Cohorts {
+		if _, ok := slices.BinarySearch(p.KeyGroups, kg); ok {
+			return p.ID, true
+		}
+	}
+	return 0, false
+}
+
 // sameOwners reports whether next gives every key group the owner the
 // current map gives it (and owns no other key group).
 func (l *Loop) sameOwners(next *control.OwnerMap) bool {

@@ -266,45 +266,18 @@ func TestHoldRecutsChangesNoOwnership(t *testing.T) {
 		return o
 	}
 	const ticks = 90
-	run := func(cfg Config, onTick func(tick uint64, l *Loop, d Decision)) {
-		l, err := New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var profs []*accessgraph.Profiler
-		for i := range 4 {
-			pc := accessgraph.DefaultProfilerConfig()
-			pc.Node, pc.NodeIndex, pc.Seed, pc.SampleEvery = fmt.Sprintf("cn-%d", i), uint32(i), uint64(i+1), 1
-			p, err := accessgraph.NewProfiler(pc)
-			if err != nil {
-				t.Fatal(err)
-			}
-			profs = append(profs, p)
-		}
-		rng := rand.New(rand.NewPCG(3, 4))
-		for tick := uint64(1); tick <= ticks; tick++ {
-			warehouseWindow(t, l, profs, rng, tick)
-			prev := l.Current().Clone()
-			d, err := l.Tick(TickInput{Tick: tick})
-			if err != nil {
-				t.Fatal(err)
-			}
-			checkDecision(t, prev, l, d)
-			onTick(tick, l, d)
-		}
-	}
 	var all []map[control.KeyGroup]int
 	publishAll := DefaultConfig(4)
 	publishAll.HoldRecuts = false
 	allMaps := 0
-	run(publishAll, func(_ uint64, l *Loop, d Decision) {
+	runWarehouses(t, publishAll, ticks, func(_ uint64, l *Loop, d Decision) {
 		all = append(all, owners(l.Current()))
 		if d.Map != nil {
 			allMaps++
 		}
 	})
 	held := 0
-	run(DefaultConfig(4), func(tick uint64, l *Loop, d Decision) {
+	runWarehouses(t, DefaultConfig(4), ticks, func(tick uint64, l *Loop, d Decision) {
 		if d.Map != nil {
 			held++
 		}
@@ -315,5 +288,82 @@ func TestHoldRecutsChangesNoOwnership(t *testing.T) {
 	t.Logf("%d maps published over %d ticks holding re-cuts, %d publishing every re-cut", held, ticks, allMaps)
 	if held >= allMaps {
 		t.Errorf("holding re-cuts published %d maps, publishing every re-cut %d: nothing held", held, allMaps)
+	}
+}
+
+// runWarehouses runs a loop of cfg for ticks ticks of warehouseWindow
+// (4 nodes), checking each decision and handing it to onTick.
+func runWarehouses(t *testing.T, cfg Config, ticks uint64, onTick func(tick uint64, l *Loop, d Decision)) {
+	t.Helper()
+	l, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var profs []*accessgraph.Profiler
+	for i := range 4 {
+		pc := accessgraph.DefaultProfilerConfig()
+		pc.Node, pc.NodeIndex, pc.Seed, pc.SampleEvery = fmt.Sprintf("cn-%d", i), uint32(i), uint64(i+1), 1
+		p, err := accessgraph.NewProfiler(pc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		profs = append(profs, p)
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for tick := uint64(1); tick <= ticks; tick++ {
+		warehouseWindow(t, l, profs, rng, tick)
+		prev := l.Current().Clone()
+		d, err := l.Tick(TickInput{Tick: tick})
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkDecision(t, prev, l, d)
+		onTick(tick, l, d)
+	}
+}
+
+// TestGuardRecutMovesKeepsCooldownAndHomes: with GuardRecutMoves (the
+// default), a key group moves between two nodes without a planner decision
+// on its cohort only outside its cooldown and toward the node that runs
+// more of its transactions; without the guard, re-cuts move key groups
+// that violate both.
+func TestGuardRecutMovesKeepsCooldownAndHomes(t *testing.T) {
+	const ticks = 90
+	cd := DefaultConfig(4).Ownership.CooldownTicks
+	check := func(cfg Config) (implicit, bad int) {
+		changed := map[control.KeyGroup]uint64{}
+		runWarehouses(t, cfg, ticks, func(tick uint64, l *Loop, d Decision) {
+			decided := map[control.CohortID]bool{}
+			for _, m := range d.Plan.Moves {
+				decided[m.Cohort] = true
+			}
+			for _, in := range d.Plan.Installs {
+				decided[in.Cohort] = true
+			}
+			for _, m := range d.Moves {
+				for _, kg := range m.KeyGroups {
+					if m.From >= 0 && m.To >= 0 && !decided[m.Cohort] {
+						implicit++
+						last, seen := changed[kg]
+						if seen && tick-last < cd || l.Graph().HomeProb(kg, m.To) <= l.Graph().HomeProb(kg, m.From) {
+							bad++
+						}
+					}
+					changed[kg] = tick
+				}
+			}
+		})
+		return implicit, bad
+	}
+	implicit, bad := check(DefaultConfig(4))
+	if bad != 0 {
+		t.Errorf("guarded: %d of %d re-cut moves inside their cooldown or away from their transactions' node", bad, implicit)
+	}
+	off := DefaultConfig(4)
+	off.GuardRecutMoves = false
+	offImplicit, offBad := check(off)
+	t.Logf("re-cut moves over %d ticks: guarded %d (%d violating), unguarded %d (%d violating)", ticks, implicit, bad, offImplicit, offBad)
+	if offBad == 0 {
+		t.Errorf("the unguarded run made no violating re-cut move: the test no longer exercises the guard")
 	}
 }
