@@ -106,15 +106,7 @@ func (c *ConnectConfig) Validate() error {
 	if c.Clients < 0 || c.Clients > 65536 {
 		errs = append(errs, fmt.Errorf("bench: clients %d, want 1..65536 (0: default)", c.Clients))
 	}
-	if c.Duration <= 0 || c.Warmup < 0 {
-		errs = append(errs, fmt.Errorf("bench: duration %v must be positive and warmup %v not negative", c.Duration, c.Warmup))
-	}
-	if c.RateTPS < 0 {
-		errs = append(errs, fmt.Errorf("bench: rate %v must not be negative", c.RateTPS))
-	}
-	if c.MaxAttempts < 1 {
-		errs = append(errs, fmt.Errorf("bench: max attempts %d must be positive", c.MaxAttempts))
-	}
+	errs = append(errs, validatePacing(c.Duration, c.Warmup, c.RateTPS, c.MaxAttempts)...)
 	if c.ProgressEvery <= 0 {
 		errs = append(errs, fmt.Errorf("bench: progress interval %v must be positive", c.ProgressEvery))
 	}
@@ -263,18 +255,7 @@ func Connect(ctx context.Context, cfg ConnectConfig) (*Result, error) {
 	res.CNs = cs.Workers
 	res.Cohorts.Final = cs.Cohorts
 	res.Manifest = Manifest{Epoch: cs.Epoch, Bytes: uint64(cs.ManifestBytes)}
-	r.mu.Lock()
-	for name, ts := range r.byType {
-		if n := ts.Committed + ts.RolledBack; n > 0 {
-			ts.AtomicPerTxn = float64(ts.mnAtomics) / float64(n)
-			ts.LocksPerTxn = float64(ts.locks) / float64(n)
-		}
-		if ts.Committed > 0 {
-			ts.LocksPerCommit = float64(ts.commitLocks) / float64(ts.Committed)
-		}
-		res.ByType[name] = ts
-	}
-	r.mu.Unlock()
+	r.fillByType(res)
 	if cfg.Progress != nil {
 		fmt.Fprintf(cfg.Progress, "client: %d routed by the OwnerMap, %d by the static fallback; %d unreachable, %d refused, %d submissions without a usable answer; %d refreshes (%d failed)\n",
 			cs.Overlay, cs.Fallback, cs.Unreachable, cs.Refused, r.errs.Load(), cs.Refreshes, cs.RefreshErrors)

@@ -130,19 +130,27 @@ func (c *Config) Validate() error {
 	if c.CoordinatorsPerCN < 1 || c.CoordinatorsPerCN > 4096 {
 		errs = append(errs, fmt.Errorf("bench: coordinators per CN %d, want 1..4096", c.CoordinatorsPerCN))
 	}
-	if c.Duration <= 0 || c.Warmup < 0 {
-		errs = append(errs, fmt.Errorf("bench: duration %v must be positive and warmup %v not negative", c.Duration, c.Warmup))
-	}
-	if c.RateTPS < 0 {
-		errs = append(errs, fmt.Errorf("bench: rate %v must not be negative", c.RateTPS))
-	}
-	if c.MaxAttempts < 1 {
-		errs = append(errs, fmt.Errorf("bench: max attempts %d must be positive", c.MaxAttempts))
-	}
+	errs = append(errs, validatePacing(c.Duration, c.Warmup, c.RateTPS, c.MaxAttempts)...)
 	if c.PlannerTick < time.Millisecond {
 		errs = append(errs, fmt.Errorf("bench: planner tick %v, want ≥ 1ms", c.PlannerTick))
 	}
 	return errors.Join(errs...)
+}
+
+// validatePacing checks the run-length and retry settings both kinds of
+// run share.
+func validatePacing(duration, warmup time.Duration, rateTPS float64, maxAttempts int) []error {
+	var errs []error
+	if duration <= 0 || warmup < 0 {
+		errs = append(errs, fmt.Errorf("bench: duration %v must be positive and warmup %v not negative", duration, warmup))
+	}
+	if rateTPS < 0 {
+		errs = append(errs, fmt.Errorf("bench: rate %v must not be negative", rateTPS))
+	}
+	if maxAttempts < 1 {
+		errs = append(errs, fmt.Errorf("bench: max attempts %d must be positive", maxAttempts))
+	}
+	return errs
 }
 
 // counters are cumulative and read by the sampler while clients add to them.
@@ -329,18 +337,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	res.Cohorts.Final = cl.cohorts()
 	res.Migrations = Migrations{Count: cl.migrations.Load()}
 	res.Manifest = cl.manifest()
-	r.mu.Lock()
-	for name, ts := range r.byType {
-		if n := ts.Committed + ts.RolledBack; n > 0 {
-			ts.AtomicPerTxn = float64(ts.mnAtomics) / float64(n)
-			ts.LocksPerTxn = float64(ts.locks) / float64(n)
-		}
-		if ts.Committed > 0 {
-			ts.LocksPerCommit = float64(ts.commitLocks) / float64(ts.Committed)
-		}
-		res.ByType[name] = ts
-	}
-	r.mu.Unlock()
+	r.fillByType(res)
 	if err := ctx.Err(); err != nil {
 		return res, err
 	}
@@ -618,6 +615,22 @@ func (r *runner) attempts(msg *messages.TxnSubmit, rng *rand.Rand, maxAttempts i
 		return
 	}
 	r.c.failed.Add(1)
+}
+
+// fillByType derives the per-type figures and puts them in res.
+func (r *runner) fillByType(res *Result) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for name, ts := range r.byType {
+		if n := ts.Committed + ts.RolledBack; n > 0 {
+			ts.AtomicPerTxn = float64(ts.mnAtomics) / float64(n)
+			ts.LocksPerTxn = float64(ts.locks) / float64(n)
+		}
+		if ts.Committed > 0 {
+			ts.LocksPerCommit = float64(ts.commitLocks) / float64(ts.Committed)
+		}
+		res.ByType[name] = ts
+	}
 }
 
 func (r *runner) count(c *messages.TxnCounters) {
