@@ -3,11 +3,12 @@
 // access graph and, once per tick, runs the cohort generator and the Benefit
 // ownership planner and derives the next OwnerMap and the key groups whose
 // owner changes. No goroutines, clock or I/O: the planner actor calls Apply
-// for each heartbeat and Tick on its timer; the simulator does the same in
-// virtual time, so both run the same decisions.
+// for each heartbeat and Tick on its timer. The simulator runs the same
+// generator and planner in virtual time (see the end of this comment).
 //
 // Promises:
-//   - Tick returns a new OwnerMap only when the assignment changed, with
+//   - Tick returns a new OwnerMap only when the assignment changed (with
+//     HoldRecuts: when some key group's owner changed), with
 //     epoch = previous epoch + 1 (epochs are never reused or skipped).
 //   - Every returned map passes control.OwnerMap.Validate: owners in
 //     [0, Nodes), unique cohort ids, no key group in two cohorts.
