@@ -13,6 +13,7 @@ import (
 	"github.com/aura-runtime/aura/actors"
 	"github.com/aura-runtime/aura/actors/owner"
 	"github.com/aura-runtime/aura/actors/planner"
+	"github.com/aura-runtime/aura/client"
 	"github.com/aura-runtime/aura/control"
 	"github.com/aura-runtime/aura/control/router"
 	"github.com/aura-runtime/aura/manifest"
@@ -57,7 +58,7 @@ type cluster struct {
 // pushed to every node before any transaction runs; the planner for aura.
 func startCluster(ctx context.Context, cfg Config, layout *store.Layout, cen *census) (c *cluster, err error) {
 	wl := cfg.Workload
-	c = &cluster{tick: cfg.PlannerTick, net: actors.NewInProcess(), static: staticFallback(wl, cfg.CNs),
+	c = &cluster{tick: cfg.PlannerTick, net: actors.NewInProcess(), static: client.StaticFallback(wl, cfg.CNs),
 		lastOwner: map[uint64]int{}}
 	defer func() {
 		if err != nil {

@@ -7,24 +7,12 @@ import (
 	"sync"
 
 	"github.com/aura-runtime/aura/actors/cohort"
+	"github.com/aura-runtime/aura/client"
 	"github.com/aura-runtime/aura/control"
-	"github.com/aura-runtime/aura/control/router"
 	"github.com/aura-runtime/aura/txn"
 	"github.com/aura-runtime/aura/workload"
 	"github.com/aura-runtime/aura/workload/tpcc"
 )
-
-// staticFallback is the rule's static placement of partition values, the
-// router's fallback and the simulator's (sim.fallbackFunc): TPC-C's dense
-// warehouse ids go to warehouse % N (the tutorial's RouteByWarehouse);
-// other workloads' partition values (hashes, ranges) by rendezvous hashing,
-// which spreads any set of values evenly.
-func staticFallback(wl workload.Workload, n int) router.FallbackFunc {
-	if _, ok := wl.(*tpcc.Workload); ok {
-		return router.ModuloFallback(n)
-	}
-	return router.RendezvousFallback(n)
-}
 
 // census records, while the tables load, every key group that holds
 // records and the partition values of its records: the fixed OwnerMaps of
@@ -126,7 +114,7 @@ func (c *census) keyGroups() (kgs []uint64, part []uint64, mixed bool) {
 // warehouse's node: static ownership is only as good as the key groups'
 // alignment with the rule's partitions (the Lever B lesson, SPEC §5).
 func staticMap(wl workload.Workload, c *census, nodes int) *control.OwnerMap {
-	place := staticFallback(wl, nodes)
+	place := client.StaticFallback(wl, nodes)
 	kgs, parts, _ := c.keyGroups()
 	byPart := map[uint64][]uint64{}
 	for i, kg := range kgs {

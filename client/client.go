@@ -177,6 +177,7 @@ type view struct {
 	// workers in static-fallback order: by worker index, unslotted last.
 	workers []Worker
 	byIndex map[int]int // worker index → position in workers
+	static  router.FallbackFunc // StaticFallback over len(workers)
 	rt      *router.Router
 	epoch   uint64 // the installed map's (0: none)
 	fromAPI bool
@@ -212,7 +213,6 @@ type Client struct {
 	sys     *actor.ActorSystem
 	http    *http.Client
 	rule    workload.Rule
-	static  func(n int) router.FallbackFunc
 	cur     atomic.Pointer[view]
 	kick    chan struct{}
 	stop    chan struct{}
@@ -245,16 +245,8 @@ func New(ctx context.Context, cfg Config, sys *actor.ActorSystem) (*Client, erro
 		tr.MaxIdleConnsPerHost = 2 // the refresh loop's two requests
 		c.http = &http.Client{Timeout: cfg.HTTPTimeout, Transport: tr}
 	}
-	// The workload's static placement, the one the embedded bench and the
-	// simulator use: TPC-C's dense warehouse ids modulo N (the nodes'
-	// planner learns from traffic placed that way), other workloads'
-	// partition values (hashes, ranges) by rendezvous hashing.
-	c.static = router.RendezvousFallback
-	if _, ok := cfg.Workload.(*tpcc.Workload); ok {
-		c.static = router.ModuloFallback
-	}
 	seed := Worker{WorkerIndex: 0, WorkerID: cfg.URL.Addr(), Address: cfg.URL.Addr(), TCPListenPort: cfg.URL.Port}
-	c.cur.Store(&view{workers: []Worker{seed}, byIndex: map[int]int{0: 0}})
+	c.cur.Store(&view{workers: []Worker{seed}, byIndex: map[int]int{0: 0}, static: StaticFallback(cfg.Workload, 1)})
 	_ = c.Refresh(ctx)
 	go c.loop()
 	return c, nil
@@ -345,7 +337,8 @@ func (c *Client) refresh(ctx context.Context) error {
 		return fmt.Errorf("client: ownermap: %w", err)
 	}
 	old := c.cur.Load()
-	v := &view{workers: workers, byIndex: map[int]int{}, fromAPI: true, bytes: len(body)}
+	v := &view{workers: workers, byIndex: map[int]int{}, fromAPI: true, bytes: len(body),
+		static: StaticFallback(c.cfg.Workload, len(workers))}
 	nodes := 1
 	for i, w := range workers {
 		if w.WorkerIndex >= 0 {
@@ -369,7 +362,7 @@ func (c *Client) refresh(ctx context.Context) error {
 			}
 		}
 		rc := router.DefaultConfig(min(nodes, control.MaxNodes))
-		rc.Fallback = c.static(rc.Nodes)
+		rc.Fallback = StaticFallback(c.cfg.Workload, rc.Nodes)
 		rt := router.New(rc)
 		if err := rt.Install(m); err != nil {
 			return fmt.Errorf("client: ownermap epoch %d: %w", m.Epoch, err)
@@ -439,6 +432,19 @@ func (c *Client) get(ctx context.Context, path string, limit int64) ([]byte, htt
 	return body, resp.Header, nil
 }
 
+// StaticFallback is the workload's static placement of partition values
+// over n nodes — the AffinityRouter's fallback layer, and the placement the
+// embedded benchmark and the simulator use: TPC-C's dense warehouse ids go
+// to warehouse mod n (the tutorial's RouteByWarehouse); other workloads'
+// partition values (hashes, ranges) by rendezvous hashing, which spreads
+// any set of values evenly.
+func StaticFallback(wl workload.Workload, n int) router.FallbackFunc {
+	if _, ok := wl.(*tpcc.Workload); ok {
+		return router.ModuloFallback(n)
+	}
+	return router.RendezvousFallback(n)
+}
+
 // Route says where a transaction goes: the chosen worker, and whether the
 // OwnerMap overlay chose it (false: the static fallback).
 type Route struct {
@@ -464,14 +470,14 @@ func (c *Client) Choose(msg *messages.TxnSubmit, skip []string) Route {
 			}
 		}
 	}
-	ws := v.workers
+	ws, static := v.workers, v.static
 	if len(skip) > 0 {
 		rest := slices.DeleteFunc(slices.Clone(ws), func(w Worker) bool { return slices.Contains(skip, w.WorkerID) })
-		if len(rest) > 0 {
-			ws = rest
+		if len(rest) > 0 && len(rest) < len(ws) {
+			ws, static = rest, StaticFallback(c.cfg.Workload, len(rest))
 		}
 	}
-	i := c.static(len(ws))(home)
+	i := static(home)
 	if i < 0 || i >= len(ws) {
 		i = int(home % uint64(len(ws)))
 	}

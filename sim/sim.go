@@ -6,13 +6,13 @@ import (
 	"time"
 
 	"github.com/aura-runtime/aura/bench"
+	auraclient "github.com/aura-runtime/aura/client"
 	"github.com/aura-runtime/aura/control/router"
 	"github.com/aura-runtime/aura/messages"
 	"github.com/aura-runtime/aura/rdma"
 	"github.com/aura-runtime/aura/txn"
 	"github.com/aura-runtime/aura/workload"
 	"github.com/aura-runtime/aura/workload/kvrec"
-	"github.com/aura-runtime/aura/workload/tpcc"
 )
 
 // Outcome is one simulated run: the result in the bench JSON schema and the
@@ -158,7 +158,7 @@ func Run(cfg Config) (*Outcome, error) {
 		s.sizes[t.ID] = t.ValueSize
 	}
 	s.tpcc = newTPCCShape(cfg.Workload)
-	s.fallback = fallbackFunc(cfg.Workload, cfg.CNs)
+	s.fallback = auraclient.StaticFallback(cfg.Workload, cfg.CNs)
 	s.res = &bench.Result{Mode: cfg.Mode, Workload: cfg.Workload.Name(), CNs: cfg.CNs,
 		Checks: map[string]any{}, ByType: map[string]*bench.TypeStats{},
 		Params: bench.Params{Seed: cfg.Seed, Clients: cfg.Clients, WarmupS: cfg.Warmup.Seconds(), MN: "simulated", RateTPS: cfg.RateTPS}}
@@ -502,12 +502,4 @@ func (s *sim) staticNode(part uint64) int {
 		s.staticMemo[part] = n
 	}
 	return n
-}
-
-// fallbackFunc is the router's static fallback for the workload.
-func fallbackFunc(wl workload.Workload, n int) router.FallbackFunc {
-	if _, ok := wl.(*tpcc.Workload); ok {
-		return router.ModuloFallback(n)
-	}
-	return router.RendezvousFallback(n)
 }
