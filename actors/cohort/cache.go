@@ -2,6 +2,7 @@ package cohort
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -15,9 +16,11 @@ import (
 // with a dead letter or MOVED. It is bounded (MaxEntries; past it the cache
 // starts over). Safe for concurrent use.
 type PIDCache struct {
-	max   int
+	max int
+	// epoch mirrors the entries' epoch for Invalidate's fast path: every
+	// owner RPC calls it, and almost always with the current epoch.
+	epoch atomic.Uint64
 	mu    sync.RWMutex
-	epoch uint64
 	m     map[pidKey]*actor.PID
 }
 
@@ -58,7 +61,7 @@ func (c *PIDCache) Get(node, addr string, id control.CohortID) *actor.PID {
 func (c *PIDCache) Put(node, addr string, id control.CohortID, epoch uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if epoch < c.epoch {
+	if epoch < c.epoch.Load() {
 		return
 	}
 	if len(c.m) >= c.max {
@@ -77,21 +80,20 @@ func (c *PIDCache) Drop(node string, id control.CohortID) {
 // Invalidate drops every entry if epoch is newer than the cache's epoch,
 // and makes epoch the cache's.
 func (c *PIDCache) Invalidate(epoch uint64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if epoch <= c.epoch {
+	if epoch <= c.epoch.Load() {
 		return
 	}
-	c.epoch = epoch
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if epoch <= c.epoch.Load() {
+		return
+	}
+	c.epoch.Store(epoch)
 	clear(c.m)
 }
 
 // Epoch returns the epoch of the cache's entries.
-func (c *PIDCache) Epoch() uint64 {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	return c.epoch
-}
+func (c *PIDCache) Epoch() uint64 { return c.epoch.Load() }
 
 // Len returns the number of entries.
 func (c *PIDCache) Len() int {
