@@ -176,7 +176,7 @@ func (c Config) Validate() error {
 type view struct {
 	// workers in static-fallback order: by worker index, unslotted last.
 	workers []Worker
-	byIndex map[int]int // worker index → position in workers
+	byIndex map[int]int         // worker index → position in workers
 	static  router.FallbackFunc // StaticFallback over len(workers)
 	rt      *router.Router
 	epoch   uint64 // the installed map's (0: none)
