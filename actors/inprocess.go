@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"fmt"
+	"google.golang.org/protobuf/proto"
 	"sync"
 
 	"github.com/aura-runtime/aura/actors/owner"
@@ -88,4 +89,13 @@ func (c *InProcess) Push(ctx context.Context, node string, p *messages.OwnerMapP
 		return nil, err
 	}
 	return n.HandleOwnerMapPush(p), nil
+}
+
+// Migrate implements planner.Migrator.
+func (c *InProcess) Migrate(ctx context.Context, node string, msg proto.Message) (proto.Message, error) {
+	n, err := c.node(ctx, node)
+	if err != nil {
+		return nil, err
+	}
+	return n.HandleMigration(ctx, msg)
 }

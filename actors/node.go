@@ -178,6 +178,10 @@ func NewNode(cfg NodeConfig, dev rdma.Device, layout *store.Layout, wl workload.
 		if _, err := n.system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &ownerMapActor{o: o} }, mailbox), OwnerMapActorName); err != nil {
 			return fail(err)
 		}
+		mig := &migrationActor{o: o, slot: make(chan struct{}, maxMigrationsInFlight)}
+		if _, err := n.system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return mig }, mailbox), MigrationActorName); err != nil {
+			return fail(err)
+		}
 	}
 	var err error
 	n.engine, err = occ.NewEngine(layout, func() occ.Locker {

@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"fmt"
+	"google.golang.org/protobuf/proto"
 	"math/rand/v2"
 	"sync"
 
@@ -174,3 +175,25 @@ func (p *RemotePusher) Push(ctx context.Context, node string, m *messages.OwnerM
 }
 
 var _ planner.Pusher = (*RemotePusher)(nil)
+
+// Migrate implements planner.Migrator: one migration message to node's
+// migration participant through Call (a Drain is answered when the cohort
+// is drained, so the caller's context bounds the wait, not the attempt
+// timeout alone).
+func (p *RemotePusher) Migrate(ctx context.Context, node string, msg proto.Message) (proto.Message, error) {
+	addr, ok := p.t.book.RemoteAddress(node)
+	if !ok {
+		return nil, &UnknownNodeError{Node: node}
+	}
+	r, err := Call(ctx, p.t.root, actor.NewPID(addr, MigrationActorName), msg, p.t.cfg, p.t.newRand())
+	if err != nil {
+		return nil, err
+	}
+	rep, ok := r.(proto.Message)
+	if !ok {
+		return nil, fmt.Errorf("migration: %s answered with %T", node, r)
+	}
+	return rep, nil
+}
+
+var _ planner.Migrator = (*RemotePusher)(nil)

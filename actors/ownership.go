@@ -117,6 +117,10 @@ type ownership struct {
 	// relinquished: the node is leaving; it grants none of its cohorts any
 	// more and installs no new ones.
 	relinquished bool
+	// memberEpoch is the newest membership epoch a planner's push or
+	// migration message carried: a Handoff decided on an older one is
+	// refused.
+	memberEpoch uint64
 
 	stop chan struct{}
 	done chan struct{}
@@ -125,6 +129,14 @@ type ownership struct {
 type frozenCohort struct {
 	epoch uint64
 	moved owner.Moved
+	// migration is the id of the migration that froze the cohort
+	// (noMigration: frozen by a map or a leave); awaitPublish keeps it
+	// from being retired before the move is published (SPEC §6 step 4: a
+	// Publish, or a map at moved.Epoch or later); kgs are its key groups,
+	// restored if the migration rolls back.
+	migration    uint64
+	awaitPublish bool
+	kgs          []control.KeyGroup
 }
 
 func newOwnership(cfg OwnershipConfig, self string, wl workload.Workload) (*ownership, error) {
@@ -282,6 +294,9 @@ func (o *ownership) retireIn(t *owner.Table) {
 	{
 		for _, id := range slices.Sorted(mapKeysCohort(o.frozen)) {
 			f := o.frozen[id]
+			if f.awaitPublish {
+				continue // a migration's: retired once the move is published
+			}
 			ds, err := t.Drain(id)
 			if err != nil {
 				delete(o.frozen, id) // unknown to the table: nothing to retire
@@ -319,6 +334,7 @@ func (o *ownership) offer(p *messages.OwnerMapPush) (*messages.OwnerMapAck, bool
 	defer o.mu.Unlock()
 	installed := false
 	ack := &messages.OwnerMapAck{Epoch: p.GetEpoch(), Node: o.self, ChunkIndex: p.GetChunkIndex()}
+	o.noteMembership(p.GetMembershipEpoch())
 	m, err := o.asm.Offer(p)
 	switch {
 	case errors.Is(err, planner.ErrNeedFull):
@@ -352,6 +368,13 @@ func (o *ownership) install(m *control.OwnerMap) error {
 		}
 		if o.index >= 0 && p.Owner == o.index && !o.relinquished {
 			mine[p.ID] = p.KeyGroups
+		}
+	}
+	for id, f := range o.frozen {
+		if f.awaitPublish && m.Epoch >= f.moved.Epoch {
+			// The map that records the move: the move is published.
+			f.awaitPublish = false
+			o.frozen[id] = f
 		}
 	}
 	now := o.nowMicros()

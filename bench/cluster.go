@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"google.golang.org/protobuf/proto"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -176,6 +177,12 @@ func (w watchPusher) Push(ctx context.Context, node string, p *messages.OwnerMap
 	return ack, err
 }
 
+// Migrate implements planner.Migrator: migration messages go to the nodes
+// through the in-process transport.
+func (w watchPusher) Migrate(ctx context.Context, node string, msg proto.Message) (proto.Message, error) {
+	return w.c.net.Migrate(ctx, node, msg)
+}
+
 // observe publishes m if it is newer than the last map seen and counts its
 // migrations: cohorts installed on a node other than the one that last
 // owned one of their key groups. The planner moves a cohort by evicting it
@@ -222,21 +229,42 @@ func (c *cluster) manifest() Manifest {
 	return Manifest{Epoch: m.Epoch, Bytes: uint64(max(0, manifest.Size(m, manifest.Version2)))}
 }
 
-// plannerStatus returns the planner's status (aura only).
-func (c *cluster) plannerStatus() (*PlannerStats, error) {
+// migrationCount is the migrations so far: the planner's (cohorts that
+// left a node) in aura mode, else the observed owner changes (none with a
+// fixed map).
+func (c *cluster) migrationCount() uint64 {
 	if c.ppid == nil {
-		return nil, nil
+		return c.migrations.Load()
+	}
+	if _, m, err := c.plannerStatus(); err == nil && m != nil {
+		return m.Count
+	}
+	return 0
+}
+
+// plannerStatus returns the planner's status (aura only) and its
+// migrations.
+func (c *cluster) plannerStatus() (*PlannerStats, *Migrations, error) {
+	if c.ppid == nil {
+		return nil, nil, nil
 	}
 	r, err := c.psys.Root.RequestFuture(c.ppid, planner.GetStatus{}, 5*time.Second).Result()
 	if err != nil {
-		return nil, fmt.Errorf("bench: planner status: %w", err)
+		return nil, nil, fmt.Errorf("bench: planner status: %w", err)
 	}
 	st, ok := r.(planner.Status)
 	if !ok {
-		return nil, fmt.Errorf("bench: planner status: unexpected %T", r)
+		return nil, nil, fmt.Errorf("bench: planner status: unexpected %T", r)
 	}
+	x := st.Transfer
+	var h Histogram
+	for _, us := range st.FreezeMicros {
+		h.Record(uint64(max(us, 0)))
+	}
+	mig := &Migrations{Count: x.Moved + x.Evicted, FreezeP99Us: h.Quantile(0.99), Moved: x.Moved, Evicted: x.Evicted,
+		RolledBack: x.Kept, Stuck: x.Stuck}
 	return &PlannerStats{TickMs: float64(c.tick.Microseconds()) / 1000, Ticks: st.Tick, Epoch: st.Epoch,
-		Acked: st.Acked, Heartbeats: st.Heartbeats, Dropped: st.Dropped, Deferred: st.Deferred}, nil
+		Acked: st.Acked, Heartbeats: st.Heartbeats, Dropped: st.Dropped, Deferred: st.Deferred}, mig, nil
 }
 
 // close stops the planner first (no push after this), then the nodes

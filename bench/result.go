@@ -78,13 +78,21 @@ type Cohorts struct {
 	MinAfterWarmup int `json:"min_after_warmup"`
 }
 
-// Migrations describes ownership moves. The embedded bench counts a cohort
-// installed on another node than the one that last owned one of its key
-// groups; FreezeP99Us stays 0 there, as the planner moves a cohort by
-// eviction and a later install (no freeze window to measure yet).
+// Migrations describes ownership moves. In aura mode they are the planner's
+// migrations (SPEC §6, package control/transfer): Count is the cohorts that
+// left a node (Moved to another node plus Evicted to the fallback path),
+// RolledBack those that stayed after a failed freeze or drain, Stuck the
+// migrations whose watchdog acted, and FreezeP99Us the 99th percentile of
+// the freeze windows (freeze sent → the map recording the move acknowledged
+// by every node). The fixed maps of static and hash never move a cohort;
+// the simulator models migrations itself (package sim).
 type Migrations struct {
 	Count       uint64 `json:"count"`
 	FreezeP99Us uint64 `json:"freeze_p99_us"`
+	Moved       uint64 `json:"moved,omitempty"`
+	Evicted     uint64 `json:"evicted,omitempty"`
+	RolledBack  uint64 `json:"rolled_back,omitempty"`
+	Stuck       uint64 `json:"stuck,omitempty"`
 }
 
 // Manifest describes the last published OwnerMap.

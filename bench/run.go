@@ -293,7 +293,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 				cur := r.c.snap()
 				d := cur.sub(prev)
 				s := sample(now.Sub(r.start), now.Sub(lastT), d)
-				s.Cohorts, s.Migrations = cl.cohorts(), cl.migrations.Load()
+				s.Cohorts, s.Migrations = cl.cohorts(), cl.migrationCount()
 				res.Timeline = append(res.Timeline, s)
 				res.Cohorts.Max = max(res.Cohorts.Max, s.Cohorts)
 				if !now.Before(r.warmEnd) && (!r.afterWarm || s.Cohorts < res.Cohorts.MinAfterWarmup) {
@@ -344,8 +344,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := r.routeErr(); err != nil {
 		return res, err
 	}
-	if res.Planner, err = cl.plannerStatus(); err != nil {
+	var mig *Migrations
+	if res.Planner, mig, err = cl.plannerStatus(); err != nil {
 		return res, err
+	}
+	if mig != nil {
+		res.Migrations = *mig
 	}
 
 	// Quiesce (planner first: no push after this), then check consistency

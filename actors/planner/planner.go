@@ -15,6 +15,7 @@ import (
 	"github.com/aura-runtime/aura/control"
 	"github.com/aura-runtime/aura/control/ownership"
 	"github.com/aura-runtime/aura/control/plane"
+	"github.com/aura-runtime/aura/control/transfer"
 	"github.com/aura-runtime/aura/messages"
 )
 
@@ -59,15 +60,20 @@ type Config struct {
 	// Logger receives one line per published epoch (debug: per tick).
 	// Default: discard.
 	Logger *slog.Logger
+	// Transfer bounds the migration protocol's rounds (Planner is set from
+	// Name). Used when the Pusher is also a Migrator; default
+	// transfer.DefaultConfig.
+	Transfer transfer.Config
 }
 
 // DefaultConfig returns the defaults documented on Config.
 func DefaultConfig(name string, nodes int) Config {
+	// EvictBeforeMove is decided by NewActor: off when the Pusher is a
+	// Migrator (moves use the migration protocol), on otherwise.
 	loop := plane.DefaultConfig(nodes)
-	// No live migration yet: a move goes through the fallback path.
-	loop.EvictBeforeMove = true
 	return Config{Name: name, Loop: loop, Tick: 100 * time.Millisecond,
-		ChunkBytes: DefaultChunkBytes, PushTimeout: 2 * time.Second, MaxHeartbeatsPerTick: 1024, StartupTicks: 10}
+		ChunkBytes: DefaultChunkBytes, PushTimeout: 2 * time.Second, MaxHeartbeatsPerTick: 1024, StartupTicks: 10,
+		Transfer: transfer.DefaultConfig(name)}
 }
 
 // Validate reports every problem at once.
@@ -88,6 +94,13 @@ func (c Config) Validate() error {
 	}
 	if c.StartupTicks < 0 {
 		errs = append(errs, fmt.Errorf("planner: StartupTicks %d must not be negative", c.StartupTicks))
+	}
+	if c.Transfer != (transfer.Config{}) {
+		tc := c.Transfer
+		tc.Planner = c.Name
+		if err := tc.Validate(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -126,6 +139,11 @@ type Status struct {
 	// Base is added to the control loop's epochs to give the published
 	// ones (non-zero after taking over from another planner).
 	Base uint64
+	// Transfer counts the migration protocol's work (zero without a
+	// Migrator); FreezeMicros are the freeze windows of the last finished
+	// migrations (at most 4,096, oldest first).
+	Transfer     transfer.Stats
+	FreezeMicros []int64
 }
 
 // GetStatus asks the actor for its Status.
@@ -173,6 +191,18 @@ type Actor struct {
 	waited  int
 	started bool   // the first publication decision is made
 	rebase  uint64 // an ack showed a newer map than ours: reset above it
+
+	// Migration protocol (nil xfer: no Migrator, moves evict then install).
+	migrator     Migrator
+	xfer         *transfer.Controller
+	t0           time.Time
+	staged       *control.OwnerMap // planned map waiting for its round to settle
+	stagedCh     changes
+	installEpoch map[control.CohortID]uint64 // per published cohort: its owner's install epoch
+	// publishedRound: the map of the round's outcomes is published and
+	// awaits every node's acknowledgement before Publish is sent.
+	publishedRound bool
+	freezeMicros   []int64
 }
 
 // NewActor returns the actor (spawn it with Props).
@@ -183,6 +213,12 @@ func NewActor(cfg Config, pusher Pusher) (*Actor, error) {
 	if pusher == nil {
 		return nil, errors.New("planner: nil Pusher")
 	}
+	migrator, _ := pusher.(Migrator)
+	cfg.Loop.EvictBeforeMove = migrator == nil
+	if cfg.Transfer == (transfer.Config{}) {
+		cfg.Transfer = transfer.DefaultConfig(cfg.Name)
+	}
+	cfg.Transfer.Planner = cfg.Name
 	l, err := plane.New(cfg.Loop)
 	if err != nil {
 		return nil, err
@@ -191,9 +227,19 @@ func NewActor(cfg Config, pusher Pusher) (*Actor, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Actor{cfg: cfg, pusher: pusher, loop: l, log: log, pending: map[string]bool{}, have: map[string]bool{},
+	a := &Actor{cfg: cfg, pusher: pusher, loop: l, log: log, pending: map[string]bool{}, have: map[string]bool{},
 		needFull: map[string]bool{}, inFlight: map[string]bool{}, live: map[string]bool{}, slotOf: map[string]int{},
-		unslotted: map[string]bool{}, seen: map[string]uint64{}}, nil
+		unslotted: map[string]bool{}, seen: map[string]uint64{}, migrator: migrator, t0: time.Now(),
+		installEpoch: map[control.CohortID]uint64{}}
+	if migrator != nil {
+		// Migration ids only need to differ from a previous planner's
+		// among the messages still in flight; the start time in
+		// microseconds, shifted, keeps them apart across restarts.
+		if a.xfer, err = transfer.New(cfg.Transfer, uint64(a.t0.UnixMicro())<<8); err != nil {
+			return nil, err
+		}
+	}
+	return a, nil
 }
 
 // Props returns the actor's props with a bounded mailbox.
@@ -248,13 +294,22 @@ func (a *Actor) Receive(ctx actor.Context) {
 		}
 		a.status.Heartbeats++
 	case Nodes:
-		a.setNodes(m)
+		a.setNodes(ctx, m)
+		a.onEpochAcked(ctx)
 	case tickMsg:
 		a.onTick(ctx)
 	case pushDone:
 		a.onPushDone(ctx, m)
+		a.onEpochAcked(ctx)
+	case migrationDone:
+		if a.xfer != nil {
+			a.onMigrationDone(ctx, m)
+		}
 	case GetStatus:
-		ctx.Respond(a.status)
+		st := a.status
+		st.Roster = slices.Clone(st.Roster)
+		st.FreezeMicros = slices.Clone(a.freezeMicros)
+		ctx.Respond(st)
 	}
 }
 
@@ -263,14 +318,24 @@ func dropGone[V any](m map[string]V, live map[string]bool) {
 	maps.DeleteFunc(m, func(name string, _ V) bool { return !live[name] })
 }
 
-func (a *Actor) setNodes(n Nodes) {
+func (a *Actor) setNodes(ctx actor.Context, n Nodes) {
 	a.nodes = Nodes{Names: append([]string(nil), n.Names...), MembershipEpoch: n.MembershipEpoch, Unsettled: n.Unsettled}
 	a.status.MembershipEpoch = n.MembershipEpoch
+	was := maps.Clone(a.live)
 	clear(a.live)
 	for _, name := range n.Names {
 		if name != "" {
 			a.live[name] = true
 		}
+	}
+	if a.xfer != nil {
+		// A migration waits for nothing from a node that is gone.
+		for _, name := range slices.Sorted(maps.Keys(was)) {
+			if !a.live[name] {
+				a.sendMigrations(ctx, a.xfer.NodeGone(a.nowMicros(), name))
+			}
+		}
+		a.afterTransferStep(ctx)
 	}
 	// A node that is gone no longer holds up the epoch, and its per-node
 	// state goes with it.
@@ -395,6 +460,18 @@ func (a *Actor) state() []ownership.NodeState {
 
 func (a *Actor) onTick(ctx actor.Context) {
 	a.beats = 0
+	if a.xfer != nil && a.xfer.Active() {
+		// A round of migrations runs: drive its resends and deadlines, and
+		// plan nothing new until it is over (its map published and the
+		// moves' old activations retired).
+		a.sendMigrations(ctx, a.xfer.Tick(a.nowMicros()))
+		a.afterTransferStep(ctx)
+		a.status.Deferred++
+		if len(a.pending) > 0 {
+			a.push(ctx)
+		}
+		return
+	}
 	if len(a.pending) > 0 {
 		// The previous epoch is not acknowledged everywhere: resend it to
 		// the nodes that have not answered, and plan nothing new (SPEC §6:
@@ -442,6 +519,24 @@ func (a *Actor) onTick(ctx actor.Context) {
 	}
 	m := *d.Map // shallow: the loop never modifies a published map
 	m.Epoch += a.status.Base
+	if a.xfer != nil {
+		if moves := a.departures(&m); len(moves) > 0 {
+			// Cohorts leave live nodes: freeze and drain them there (and
+			// hand them to their new owners) before the map is published.
+			out, err := a.xfer.Start(a.nowMicros(), moves)
+			if err != nil {
+				// Unreachable (the loop caps published cohorts at the
+				// round's cap; moves are well formed): publishing without
+				// the freezes would break I1, so publish nothing.
+				a.log.Error("planner: migrations not started; map not published", "epoch", m.Epoch, "err", err)
+				return
+			}
+			a.staged, a.stagedCh = &m, kgChanges(d.Moves)
+			a.log.Debug("migrations started", "epoch", m.Epoch, "moves", len(moves))
+			a.sendMigrations(ctx, out)
+			return
+		}
+	}
 	a.publish(ctx, &m, kgChanges(d.Moves))
 }
 
@@ -450,6 +545,7 @@ func (a *Actor) onTick(ctx actor.Context) {
 // longer names are dropped, and pushes it to every live node.
 func (a *Actor) publish(ctx actor.Context, m *control.OwnerMap, ch changes) {
 	a.releaseSlots(a.loop.Current())
+	a.trackInstallEpochs(m, a.roster)
 	a.pubRoster = slices.Clone(a.roster)
 	a.status.Roster = slices.Clone(a.roster)
 	m = a.withoutFreeSlots(m)

@@ -253,6 +253,28 @@ func (l *Loop) Tick(in TickInput) (Decision, error) {
 func (l *Loop) publish(d Decision, next *control.OwnerMap) Decision {
 	d.Moves = l.diff(next)
 	d.Map = next
+	l.setCurrent(next)
+	return d
+}
+
+// Adopt replaces the current map with m, a map of the same epoch that the
+// caller published instead of the planned one (a migration rolled back or
+// its target left: the cohort stayed put or went to the fallback path). The
+// next Tick plans from what was published, so a move that did not happen
+// is planned again rather than assumed done. m must be valid and of the
+// current epoch.
+func (l *Loop) Adopt(m *control.OwnerMap) error {
+	if m.Epoch != l.cur.Epoch {
+		return fmt.Errorf("plane: adopt epoch %d, current %d", m.Epoch, l.cur.Epoch)
+	}
+	if err := m.Validate(); err != nil {
+		return fmt.Errorf("plane: adopt: %w", err)
+	}
+	l.setCurrent(m)
+	return nil
+}
+
+func (l *Loop) setCurrent(next *control.OwnerMap) {
 	l.cur = next
 	clear(l.owners)
 	clear(l.cohortOf)
@@ -262,7 +284,6 @@ func (l *Loop) publish(d Decision, next *control.OwnerMap) Decision {
 			l.cohortOf[kg] = p.ID
 		}
 	}
-	return d
 }
 
 // withoutMoves returns next with every key group that moves between two

@@ -1,0 +1,391 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/aura-runtime/aura/actors/owner"
+	"github.com/aura-runtime/aura/control"
+	"github.com/aura-runtime/aura/messages"
+)
+
+// MigrationActorName is the name of every node's migration participant:
+// the receiver of the TransferController's Freeze, Drain, Handoff, Publish
+// and MigrationAbort (package control/transfer, SPEC §6).
+const MigrationActorName = "migration"
+
+// Migration participant bounds.
+const (
+	// drainPoll is how often a drain re-checks its cohort's holders: a
+	// fraction of the longest transaction (≈ 10 ms), so the freeze window
+	// is not stretched by the polling.
+	drainPoll = 250 * time.Microsecond
+	// maxDrainWait bounds one Drain request whatever deadline it asks for
+	// (the planner's default is 50 ms).
+	maxDrainWait = 10 * time.Second
+	// maxMigrationsInFlight bounds the migration requests a node serves at
+	// once (each Drain waits on its own goroutine); more are refused with
+	// ERROR and the controller resends them.
+	maxMigrationsInFlight = 1024
+)
+
+var errNotMigration = errors.New("not a migration message")
+
+// HandleMigration serves one migration-protocol message and returns the
+// acknowledgement (blocking for a Drain until the cohort is drained or
+// fenced). Callable directly by an in-process transport.
+func (n *Node) HandleMigration(ctx context.Context, msg proto.Message) (proto.Message, error) {
+	if n.own == nil {
+		return nil, errors.New("actors: node has no owner path")
+	}
+	return n.own.migrate(ctx, msg)
+}
+
+// migrate dispatches one migration message.
+func (o *ownership) migrate(ctx context.Context, msg proto.Message) (proto.Message, error) {
+	switch m := msg.(type) {
+	case *messages.Freeze:
+		ack, changed := o.freeze(m)
+		if changed {
+			o.syncActivations()
+		}
+		return ack, nil
+	case *messages.Drain:
+		return o.drain(ctx, m), nil
+	case *messages.Handoff:
+		ack, changed := o.handoff(m)
+		if changed {
+			o.syncActivations()
+		}
+		return ack, nil
+	case *messages.Publish:
+		ack, changed := o.publishMove(m)
+		if changed {
+			o.syncActivations()
+		}
+		return ack, nil
+	case *messages.MigrationAbort:
+		ack, changed := o.abortMove(m)
+		if changed {
+			o.syncActivations()
+		}
+		return ack, nil
+	}
+	return nil, fmt.Errorf("actors: %w: %T", errNotMigration, msg)
+}
+
+const (
+	ackOK       = messages.MigrationAckStatus_MIGRATION_ACK_STATUS_OK
+	ackStale    = messages.MigrationAckStatus_MIGRATION_ACK_STATUS_STALE_EPOCH
+	ackNotOwner = messages.MigrationAckStatus_MIGRATION_ACK_STATUS_NOT_OWNER
+	ackError    = messages.MigrationAckStatus_MIGRATION_ACK_STATUS_ERROR
+	noMigration = 0 // frozenCohort.migration of a cohort frozen by a map or a leave
+)
+
+// noteMembership records the newest membership epoch the node has seen
+// from the planner (OwnerMap pushes and migration messages). o.mu is held.
+func (o *ownership) noteMembership(e uint64) { o.memberEpoch = max(o.memberEpoch, e) }
+
+// freeze stops the node granting cohort m.CohortId (step 1): whatever
+// activation of it the node holds below m.NewEpoch is frozen — new requests
+// get RETRY, releases are still accepted — and kept (not retired) until the
+// move is published. It reports whether the owned set changed.
+func (o *ownership) freeze(m *messages.Freeze) (*messages.FreezeAck, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.noteMembership(m.GetMembershipEpoch())
+	ack := &messages.FreezeAck{MigrationId: m.GetMigrationId(), CohortId: m.GetCohortId(), Epoch: m.GetEpoch(), Node: o.self}
+	id := m.GetCohortId()
+	now := o.nowMicros()
+	if f, ok := o.frozen[id]; ok {
+		// Frozen already (this migration's Freeze repeated, or frozen by a
+		// map or a leave): it grants nothing, which is all a freeze promises.
+		if f.migration == noMigration {
+			f.migration, f.awaitPublish = m.GetMigrationId(), true
+			f.moved = owner.Moved{Owner: m.GetNewOwner(), Epoch: m.GetNewEpoch()}
+			o.frozen[id] = f
+		}
+		ack.Status, ack.HeldLocks = ackOK, o.heldLocks(id)
+		return ack, false
+	}
+	e, owned := o.epoch[id]
+	if !owned {
+		ack.Status = ackNotOwner
+		return ack, false
+	}
+	if e >= m.GetNewEpoch() {
+		// Installed at or above the epoch it would move at: the planner's
+		// view is older than the node's.
+		ack.Status, ack.Error = ackStale, fmt.Sprintf("cohort %d installed at epoch %d ≥ %d", id, e, m.GetNewEpoch())
+		return ack, false
+	}
+	err := o.svc.Do(func(t *owner.Table) error { return t.Freeze(id, e, now) })
+	if err != nil {
+		ack.Status, ack.Error = ackError, err.Error()
+		return ack, false
+	}
+	o.frozen[id] = frozenCohort{epoch: e, moved: owner.Moved{Owner: m.GetNewOwner(), Epoch: m.GetNewEpoch()},
+		migration: m.GetMigrationId(), awaitPublish: true, kgs: o.owned[id]}
+	delete(o.owned, id)
+	delete(o.epoch, id)
+	ack.Status, ack.HeldLocks = ackOK, o.heldLocks(id)
+	ack.FrozenAtUnixMicros = uint64(max(0, time.Now().UnixMicro()))
+	return ack, true
+}
+
+// heldLocks is the cohort's held lock count in the table. o.mu is held.
+func (o *ownership) heldLocks(id control.CohortID) uint32 {
+	var n int
+	_ = o.svc.Do(func(t *owner.Table) error {
+		if ds, err := t.Drain(id); err == nil {
+			n = ds.Locks
+		}
+		return nil
+	})
+	return uint32(n)
+}
+
+// drain waits (step 2) until the frozen cohort holds no lock, or past the
+// deadline fences its holders: they are forgotten by the table (their
+// releases become no-ops) and their transactions abort at validation,
+// since the lock words they hold stay held under the old epoch.
+func (o *ownership) drain(ctx context.Context, m *messages.Drain) *messages.DrainAck {
+	ack := &messages.DrainAck{MigrationId: m.GetMigrationId(), CohortId: m.GetCohortId(), Epoch: m.GetEpoch(), Node: o.self}
+	start := time.Now()
+	deadline := time.Duration(min(m.GetDeadlineMicros(), uint64(maxDrainWait/time.Microsecond))) * time.Microsecond
+	ctx, cancel := context.WithTimeout(ctx, maxDrainWait)
+	defer cancel()
+	var held0 uint32
+	first := true
+	for {
+		done, st, aborted, held, errText := o.drainStep(m.GetCohortId(), time.Since(start) >= deadline)
+		if first {
+			held0, first = held, false
+		}
+		if done {
+			ack.Status, ack.Error, ack.AbortedHolders = st, errText, aborted
+			ack.Released = held0 - min(held0, held)
+			ack.DrainMicros = uint64(time.Since(start).Microseconds())
+			return ack
+		}
+		t := time.NewTimer(drainPoll)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			ack.Status, ack.Error = ackError, "drain: "+ctx.Err().Error()
+			return ack
+		case <-t.C:
+		}
+	}
+}
+
+// drainStep checks the cohort once; pastDeadline allows fencing.
+func (o *ownership) drainStep(id control.CohortID, pastDeadline bool) (done bool, st messages.MigrationAckStatus, aborted, held uint32, errText string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	f, ok := o.frozen[id]
+	if !ok {
+		if _, owned := o.owned[id]; owned {
+			return true, ackError, 0, 0, fmt.Sprintf("cohort %d is not frozen", id)
+		}
+		return true, ackNotOwner, 0, 0, "" // retired already (drained) or never here
+	}
+	now := o.nowMicros()
+	_ = o.svc.Do(func(t *owner.Table) error {
+		ds, err := t.Drain(id)
+		if err != nil {
+			done, st = true, ackNotOwner
+			return nil
+		}
+		held = uint32(ds.Locks)
+		if ds.Drained {
+			done, st = true, ackOK
+			return nil
+		}
+		if !pastDeadline {
+			return nil
+		}
+		fenced, err := t.Fence(id, f.epoch, now)
+		if errors.Is(err, owner.ErrDrainPending) {
+			return nil // the table's own deadline is later: wait for it
+		}
+		if err != nil {
+			done, st, errText = true, ackError, err.Error()
+			return nil
+		}
+		done, st, aborted, held = true, ackOK, uint32(len(fenced)), 0
+		return nil
+	})
+	return done, st, aborted, held, errText
+}
+
+// handoff installs the cohort at the new epoch (step 3). Key groups another
+// active cohort of this node still holds (a re-cut planned in the same map)
+// are left out; the map that records the move adds them once that cohort
+// shrank. It reports whether the owned set changed.
+func (o *ownership) handoff(m *messages.Handoff) (*messages.HandoffAck, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	ack := &messages.HandoffAck{MigrationId: m.GetMigrationId(), CohortId: m.GetCohortId(), Epoch: m.GetEpoch(), Node: o.self}
+	id, e := m.GetCohortId(), m.GetNewEpoch()
+	switch {
+	case m.GetMembershipEpoch() < o.memberEpoch:
+		ack.Status, ack.Error = ackStale, fmt.Sprintf("membership epoch %d older than %d", m.GetMembershipEpoch(), o.memberEpoch)
+		return ack, false
+	case o.relinquished:
+		ack.Status, ack.Error = ackError, "node is leaving"
+		return ack, false
+	case o.asm.Installed().Epoch >= e:
+		// The map that records the move is installed already: it decided.
+		if o.epoch[id] == e {
+			ack.Status, ack.NewEpoch = ackOK, e
+		} else {
+			ack.Status, ack.Error = ackStale, fmt.Sprintf("OwnerMap epoch %d installed", o.asm.Installed().Epoch)
+		}
+		return ack, false
+	}
+	o.noteMembership(m.GetMembershipEpoch())
+	if got, ok := o.epoch[id]; ok {
+		if got == e {
+			ack.Status, ack.NewEpoch = ackOK, e // repeated Handoff
+		} else {
+			ack.Status, ack.Error = ackStale, fmt.Sprintf("cohort %d installed at epoch %d", id, got)
+		}
+		return ack, false
+	}
+	if _, ok := o.frozen[id]; ok {
+		ack.Status, ack.Error = ackError, fmt.Sprintf("cohort %d still drains an older activation here", id)
+		return ack, false
+	}
+	kgs := slices.Clone(m.GetKeyGroups())
+	var err error
+	_ = o.svc.Do(func(t *owner.Table) error {
+		kgs = slices.DeleteFunc(kgs, func(kg control.KeyGroup) bool {
+			c, _, ph, ok := t.CohortOf(kg)
+			return ok && c != id && ph == owner.PhaseActive
+		})
+		if len(kgs) == 0 {
+			err = fmt.Errorf("every key group of cohort %d is held by another active cohort", id)
+			return nil
+		}
+		err = t.Install(id, kgs, e)
+		return nil
+	})
+	if err != nil {
+		ack.Status, ack.Error = ackError, err.Error()
+		return ack, false
+	}
+	o.owned[id], o.epoch[id] = kgs, e
+	ack.Status, ack.NewEpoch, ack.AdoptedLocks = ackOK, e, 0
+	return ack, true
+}
+
+// publishMove retires the frozen activation of a published move (step 4)
+// once drained; a still-held one is retired by the heartbeat loop when its
+// holders are gone or fenced.
+func (o *ownership) publishMove(m *messages.Publish) (*messages.PublishAck, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	ack := &messages.PublishAck{MigrationId: m.GetMigrationId(), CohortId: m.GetCohortId(), Epoch: m.GetEpoch(), Node: o.self,
+		Status: ackOK, OwnermapEpoch: o.asm.Installed().Epoch}
+	id := m.GetCohortId()
+	f, ok := o.frozen[id]
+	if !ok || f.migration != m.GetMigrationId() {
+		return ack, false
+	}
+	f.awaitPublish = false
+	o.frozen[id] = f
+	before := len(o.frozen)
+	_ = o.svc.Do(func(t *owner.Table) error {
+		o.retireIn(t)
+		return nil
+	})
+	return ack, len(o.frozen) < before
+}
+
+// abortMove rolls a migration back: the cohort this node froze for it
+// becomes active again at its epoch (only the old owner is ever asked;
+// the controller never rolls back after a handoff).
+func (o *ownership) abortMove(m *messages.MigrationAbort) (*messages.MigrationAbortAck, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	ack := &messages.MigrationAbortAck{MigrationId: m.GetMigrationId(), CohortId: m.GetCohortId(), Epoch: m.GetEpoch(), Node: o.self, Status: ackOK}
+	id := m.GetCohortId()
+	f, ok := o.frozen[id]
+	if !ok || f.migration != m.GetMigrationId() {
+		return ack, false // never frozen for it, or rolled back already
+	}
+	if m.GetRestoreOwner() != o.self || o.relinquished {
+		return ack, false // stays frozen; retired once drained
+	}
+	err := o.svc.Do(func(t *owner.Table) error { return t.Thaw(id, f.epoch) })
+	if err != nil {
+		ack.Status, ack.Error = ackError, err.Error()
+		return ack, false
+	}
+	delete(o.frozen, id)
+	o.owned[id], o.epoch[id] = f.kgs, f.epoch
+	return ack, true
+}
+
+// migrationActor serves migration messages: each on its own goroutine (a
+// Drain waits), at most maxMigrationsInFlight at once.
+type migrationActor struct {
+	o    *ownership
+	slot chan struct{}
+}
+
+func (a *migrationActor) Receive(ctx actor.Context) {
+	msg, ok := ctx.Message().(proto.Message)
+	if !ok {
+		return
+	}
+	switch msg.(type) {
+	case *messages.Freeze, *messages.Drain, *messages.Handoff, *messages.Publish, *messages.MigrationAbort:
+	default:
+		return // not ours (system messages, unknown types): ignored
+	}
+	sender, root := ctx.Sender(), ctx.ActorSystem().Root
+	if sender == nil {
+		return // nobody to acknowledge to
+	}
+	select {
+	case a.slot <- struct{}{}:
+	default:
+		root.Send(sender, busyAck(msg, a.o.self))
+		return
+	}
+	go func() {
+		defer func() { <-a.slot }()
+		rep, err := a.o.migrate(context.Background(), msg)
+		if err != nil {
+			rep = busyAck(msg, a.o.self)
+		}
+		root.Send(sender, rep)
+	}()
+}
+
+// busyAck is the ERROR acknowledgement of a message the node cannot serve
+// now (the controller resends it).
+func busyAck(msg proto.Message, self string) proto.Message {
+	const why = "migration participant busy"
+	switch m := msg.(type) {
+	case *messages.Freeze:
+		return &messages.FreezeAck{MigrationId: m.GetMigrationId(), CohortId: m.GetCohortId(), Epoch: m.GetEpoch(), Node: self, Status: ackError, Error: why}
+	case *messages.Drain:
+		return &messages.DrainAck{MigrationId: m.GetMigrationId(), CohortId: m.GetCohortId(), Epoch: m.GetEpoch(), Node: self, Status: ackError, Error: why}
+	case *messages.Handoff:
+		return &messages.HandoffAck{MigrationId: m.GetMigrationId(), CohortId: m.GetCohortId(), Epoch: m.GetEpoch(), Node: self, Status: ackError, Error: why}
+	case *messages.Publish:
+		return &messages.PublishAck{MigrationId: m.GetMigrationId(), CohortId: m.GetCohortId(), Epoch: m.GetEpoch(), Node: self, Status: ackError, Error: why}
+	case *messages.MigrationAbort:
+		return &messages.MigrationAbortAck{MigrationId: m.GetMigrationId(), CohortId: m.GetCohortId(), Epoch: m.GetEpoch(), Node: self, Status: ackError, Error: why}
+	}
+	return nil
+}

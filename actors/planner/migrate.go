@@ -1,0 +1,252 @@
+package planner
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/aura-runtime/aura/control"
+	"github.com/aura-runtime/aura/control/transfer"
+)
+
+// Migrator delivers one migration-protocol message (Freeze, Drain,
+// Handoff, Publish, MigrationAbort; SPEC §6) to a node's migration
+// participant and returns its acknowledgement. It is an optional
+// capability of a Pusher: with it the planner moves cohorts between live
+// nodes with the migration protocol (package control/transfer); without it
+// a move goes through the fallback path in two epochs (evict, then
+// install). Implementations must be safe for concurrent use and honour the
+// context's deadline.
+type Migrator interface {
+	Migrate(ctx context.Context, node string, msg proto.Message) (proto.Message, error)
+}
+
+// maxFreezeSamples bounds the freeze windows kept for Status.
+const maxFreezeSamples = 4096
+
+type migrationDone struct {
+	node string
+	rep  proto.Message
+	err  error
+}
+
+func (a *Actor) nowMicros() int64 { return time.Since(a.t0).Microseconds() }
+
+// departures lists the cohorts of the published map placed on a live node
+// that next does not place there, unless each of their key groups stays on
+// that node: each must be frozen and drained there before next is
+// published (SPEC §6; package control/transfer).
+func (a *Actor) departures(next *control.OwnerMap) []transfer.Move {
+	if a.cur == nil {
+		return nil
+	}
+	placed := make(map[control.CohortID]control.Placement, len(next.Cohorts))
+	ownerOf := map[control.KeyGroup]string{}
+	for _, p := range next.Cohorts {
+		placed[p.ID] = p
+		name := nameAt(a.roster, p.Owner)
+		for _, kg := range p.KeyGroups {
+			ownerOf[kg] = name
+		}
+	}
+	var moves []transfer.Move
+	for _, p := range a.cur.Cohorts {
+		from := nameAt(a.pubRoster, p.Owner)
+		if from == "" || !a.live[from] {
+			continue // its owner is gone: nothing there to freeze
+		}
+		q, ok := placed[p.ID]
+		if !ok && !slices.ContainsFunc(p.KeyGroups, func(kg control.KeyGroup) bool { return ownerOf[kg] != from }) {
+			// Re-cut in place: every key group stays on its node, in other
+			// cohorts; the node freezes the old cohort and hands its key
+			// groups to the new ones in one table step (see "Re-cut
+			// cohorts" in package actors/owner). No other node can grant
+			// them meanwhile.
+			continue
+		}
+		to := ""
+		if ok {
+			to = nameAt(a.roster, q.Owner)
+			if to == from {
+				continue // stays (perhaps re-cut in place)
+			}
+			if !a.live[to] {
+				to = ""
+			}
+		}
+		mv := transfer.Move{Cohort: p.ID, From: from, To: to, Epoch: a.installEpoch[p.ID], NewEpoch: next.Epoch,
+			MembershipEpoch: a.nodes.MembershipEpoch}
+		if to != "" {
+			mv.KeyGroups = q.KeyGroups
+		}
+		moves = append(moves, mv)
+	}
+	return moves
+}
+
+func nameAt(roster []string, i int) string {
+	if i < 0 || i >= len(roster) {
+		return ""
+	}
+	return roster[i]
+}
+
+// sendMigrations delivers the controller's messages, each on its own
+// goroutine bounded by the controller's resend period (a later Tick sends
+// it again); the acknowledgement comes back as a migrationDone.
+func (a *Actor) sendMigrations(ctx actor.Context, out []transfer.Send) {
+	if len(out) == 0 {
+		return
+	}
+	self, root := ctx.Self(), ctx.ActorSystem().Root
+	timeout := time.Duration(a.cfg.Transfer.ResendMicros) * time.Microsecond
+	for _, s := range out {
+		go func() {
+			c, cancel := context.WithTimeout(context.Background(), timeout)
+			defer cancel()
+			rep, err := a.migrator.Migrate(c, s.To, s.Msg)
+			root.Send(self, migrationDone{node: s.To, rep: rep, err: err})
+		}()
+	}
+}
+
+func (a *Actor) onMigrationDone(ctx actor.Context, d migrationDone) {
+	if d.err != nil || d.rep == nil {
+		a.log.Debug("migration message unanswered", "node", d.node, "err", d.err)
+		return // resent by the controller's Tick
+	}
+	a.sendMigrations(ctx, a.xfer.Step(a.nowMicros(), d.node, d.rep))
+	a.afterTransferStep(ctx)
+}
+
+// afterTransferStep publishes the staged map once the round settled, with
+// the migrations' outcomes applied, and collects finished records.
+func (a *Actor) afterTransferStep(ctx actor.Context) {
+	if a.staged != nil && a.xfer.Settled() {
+		m := a.applyOutcomes(a.staged)
+		a.staged = nil
+		if loopMap := *m; true {
+			loopMap.Epoch -= a.status.Base
+			if err := a.loop.Adopt(&loopMap); err != nil {
+				a.log.Error("planner: adopt published map", "err", err)
+			}
+		}
+		a.publishedRound = true
+		a.publish(ctx, m, a.stagedCh)
+	}
+	a.collectRecords()
+}
+
+// onEpochAcked runs when every live node acknowledged the current epoch:
+// the round's moves are published (SPEC §6 step 4).
+func (a *Actor) onEpochAcked(ctx actor.Context) {
+	if a.xfer == nil || !a.publishedRound || len(a.pending) > 0 {
+		return
+	}
+	a.publishedRound = false
+	out, err := a.xfer.Published(a.nowMicros())
+	if err != nil {
+		a.log.Error("planner: publish migrations", "err", err)
+		return
+	}
+	a.sendMigrations(ctx, out)
+	a.collectRecords()
+}
+
+// applyOutcomes returns the staged map with the round's outcomes: a kept
+// cohort (rolled back) stays where and as it was published, its key groups
+// taken out of the cohorts the plan gave them to; an evicted one (its target
+// left or refused) is not placed.
+func (a *Actor) applyOutcomes(m *control.OwnerMap) *control.OwnerMap {
+	out := a.xfer.Placement()
+	if !slicesContainsOutcome(out, transfer.Kept, transfer.Evicted) {
+		return m
+	}
+	next := m.Clone()
+	kept := map[control.KeyGroup]bool{}
+	var restored []control.Placement
+	for _, p := range a.cur.Cohorts {
+		if out[p.ID] == transfer.Kept {
+			restored = append(restored, control.Placement{Cohort: control.Cohort{ID: p.ID, KeyGroups: slices.Clone(p.KeyGroups)}, Owner: p.Owner})
+			for _, kg := range p.KeyGroups {
+				kept[kg] = true
+			}
+		}
+	}
+	cs := next.Cohorts[:0]
+	for _, p := range next.Cohorts {
+		if o, ok := out[p.ID]; ok && (o == transfer.Kept || o == transfer.Evicted) {
+			continue
+		}
+		p.KeyGroups = slices.DeleteFunc(p.KeyGroups, func(kg control.KeyGroup) bool { return kept[kg] })
+		if len(p.KeyGroups) > 0 {
+			cs = append(cs, p)
+		}
+	}
+	cs = append(cs, restored...)
+	slices.SortFunc(cs, func(x, y control.Placement) int { return compareID(x.ID, y.ID) })
+	next.Cohorts = cs
+	return next
+}
+
+func compareID(x, y control.CohortID) int {
+	switch {
+	case x < y:
+		return -1
+	case x > y:
+		return 1
+	}
+	return 0
+}
+
+func slicesContainsOutcome(m map[control.CohortID]transfer.Outcome, want ...transfer.Outcome) bool {
+	for _, o := range m {
+		if slices.Contains(want, o) {
+			return true
+		}
+	}
+	return false
+}
+
+// collectRecords logs finished migrations and keeps their freeze windows.
+func (a *Actor) collectRecords() {
+	for _, r := range a.xfer.Finished() {
+		if len(a.freezeMicros) >= maxFreezeSamples {
+			a.freezeMicros = a.freezeMicros[1:]
+		}
+		a.freezeMicros = append(a.freezeMicros, r.FreezeMicros)
+		lvl := a.log.Debug
+		if r.Stuck || r.Outcome == transfer.Kept {
+			lvl = a.log.Warn
+		}
+		lvl("migration finished", "id", r.ID, "cohort", r.Move.Cohort, "from", r.Move.From, "to", r.Move.To,
+			"outcome", r.Outcome.String(), "epoch", r.Move.NewEpoch, "drain_us", r.DrainMicros, "freeze_us", r.FreezeMicros,
+			"aborted_holders", r.AbortedHolders, "stuck", r.Stuck, "reason", r.Reason)
+	}
+	a.status.Transfer = a.xfer.Stats()
+}
+
+// trackInstallEpochs records, for every cohort of m (about to be
+// published), the epoch at which its owner installed it: kept from the
+// previous map when the cohort stays on the same node (re-cuts keep it),
+// else m's epoch.
+func (a *Actor) trackInstallEpochs(m *control.OwnerMap, roster []string) {
+	prev := map[control.CohortID]string{}
+	if a.cur != nil {
+		for _, p := range a.cur.Cohorts {
+			prev[p.ID] = nameAt(a.pubRoster, p.Owner)
+		}
+	}
+	next := make(map[control.CohortID]uint64, len(m.Cohorts))
+	for _, p := range m.Cohorts {
+		e, ok := a.installEpoch[p.ID]
+		if !ok || prev[p.ID] != nameAt(roster, p.Owner) {
+			e = m.Epoch
+		}
+		next[p.ID] = e
+	}
+	a.installEpoch = next
+}
