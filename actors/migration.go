@@ -321,8 +321,12 @@ func (o *ownership) abortMove(m *messages.MigrationAbort) (*messages.MigrationAb
 	if !ok || f.migration != m.GetMigrationId() {
 		return ack, false // never frozen for it, or rolled back already
 	}
-	if m.GetRestoreOwner() != o.self || o.relinquished {
-		return ack, false // stays frozen; retired once drained
+	if m.GetRestoreOwner() != o.self || o.relinquished || o.asm.Installed().Epoch >= f.moved.Epoch {
+		// Stays frozen, retired once drained: the node is not to own it,
+		// or is leaving, or already installed a map at or past the move's
+		// epoch (a late abort of an older planner's migration: that map,
+		// not the abort, decides where the cohort is).
+		return ack, false
 	}
 	err := o.svc.Do(func(t *owner.Table) error { return t.Thaw(id, f.epoch) })
 	if err != nil {

@@ -142,4 +142,8 @@ type Params struct {
 	// KeyGroups is the number of loaded key groups the fixed OwnerMap of
 	// static or hash places.
 	KeyGroups int `json:"key_groups,omitempty"`
+	// DriftEveryS is the workload's drift period (Config.DriftEvery; absent:
+	// no drift), Drifts the drifts applied during the run, warm-up included.
+	DriftEveryS float64 `json:"drift_every_s,omitempty"`
+	Drifts      uint64  `json:"drifts,omitempty"`
 }

@@ -79,6 +79,12 @@ type Config struct {
 	// heartbeat period in every mode with the owner path. Default
 	// DefaultPlannerTick.
 	PlannerTick time.Duration
+	// DriftEvery, when positive, drifts the workload (a workload.Drifter)
+	// during the run, warm-up included: Drift(0) before loading, then
+	// Drift(1), Drift(2), … every DriftEvery of wall time until the run
+	// ends, so the planner has to follow a moving access pattern under load.
+	// 0 (the default) never drifts. At least 1ms.
+	DriftEvery time.Duration
 }
 
 func (c *Config) defaults() {
@@ -133,6 +139,12 @@ func (c *Config) Validate() error {
 	errs = append(errs, validatePacing(c.Duration, c.Warmup, c.RateTPS, c.MaxAttempts)...)
 	if c.PlannerTick < time.Millisecond {
 		errs = append(errs, fmt.Errorf("bench: planner tick %v, want ≥ 1ms", c.PlannerTick))
+	}
+	if c.DriftEvery < 0 || (c.DriftEvery > 0 && c.DriftEvery < time.Millisecond) {
+		errs = append(errs, fmt.Errorf("bench: drift every %v, want 0 (never) or ≥ 1ms", c.DriftEvery))
+	}
+	if _, ok := c.Workload.(workload.Drifter); c.DriftEvery > 0 && c.Workload != nil && !ok {
+		errs = append(errs, fmt.Errorf("bench: workload %q cannot drift", c.Workload.Name()))
 	}
 	return errors.Join(errs...)
 }
@@ -192,6 +204,15 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	wl := cfg.Workload
+	// A workload shared by several runs starts each from its first pattern;
+	// a workload that cannot drift in this configuration fails here, before
+	// anything is loaded.
+	drifter, _ := wl.(workload.Drifter)
+	if cfg.DriftEvery > 0 {
+		if err := drifter.Drift(0); err != nil {
+			return nil, fmt.Errorf("bench: drift: %w", err)
+		}
+	}
 	base, err := cfg.Dial(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("bench: memory node: %w", err)
@@ -271,6 +292,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			r.client(c, stop)
 		}()
 	}
+	if cfg.DriftEvery > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.drift(drifter, stop)
+		}()
+	}
 	var warm snapshot
 	var warmRDMA rdma.Stats
 	warmTaken := cfg.Warmup == 0
@@ -305,9 +333,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 					if now.Before(r.warmEnd) {
 						phase = " (warm-up)"
 					}
-					extra := ""
+					var extra string
+					if cfg.DriftEvery > 0 {
+						extra += fmt.Sprintf("  drifts %d", r.drifts.Load())
+					}
 					if cfg.Mode != "mn-only" {
-						extra = fmt.Sprintf("  cohorts %d", s.Cohorts)
+						extra += fmt.Sprintf("  cohorts %d", s.Cohorts)
 						if cfg.Mode == "aura" {
 							extra += fmt.Sprintf("  epoch %d", cl.manifest().Epoch)
 						}
@@ -338,11 +369,15 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	res.Migrations = Migrations{Count: cl.migrations.Load()}
 	res.Manifest = cl.manifest()
 	r.fillByType(res)
+	res.Params.DriftEveryS, res.Params.Drifts = cfg.DriftEvery.Seconds(), r.drifts.Load()
 	if err := ctx.Err(); err != nil {
 		return res, err
 	}
 	if err := r.routeErr(); err != nil {
 		return res, err
+	}
+	if p := r.driftFail.Load(); p != nil {
+		return res, fmt.Errorf("bench: drift after %d drifts: %w", r.drifts.Load(), *p)
 	}
 	var mig *Migrations
 	if res.Planner, mig, err = cl.plannerStatus(); err != nil {
@@ -454,6 +489,10 @@ type runner struct {
 	// routeFail holds the first OwnerMap a client's router refused (a map
 	// the nodes installed must be routable: the run fails).
 	routeFail atomic.Pointer[error]
+	// drifts counts the drifts applied (DriftEvery); driftFail holds the
+	// error that stopped them.
+	drifts    atomic.Uint64
+	driftFail atomic.Pointer[error]
 	start     time.Time
 	warmEnd   time.Time
 	c         counters
@@ -537,6 +576,25 @@ func (r *runner) newRoute() func(*messages.TxnSubmit) int {
 			kgs = append(kgs, rule.KeyGroup(ref))
 		}
 		return rt.Route(kgs, nil, rule.Home(msg), nil).Node
+	}
+}
+
+// drift calls d.Drift(1), d.Drift(2), … every DriftEvery until stop
+// closes; an error stops drifting and fails the run.
+func (r *runner) drift(d workload.Drifter, stop <-chan struct{}) {
+	t := time.NewTicker(r.cfg.DriftEvery)
+	defer t.Stop()
+	for epoch := 1; ; epoch++ {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		if err := d.Drift(epoch); err != nil {
+			r.driftFail.CompareAndSwap(nil, &err)
+			return
+		}
+		r.drifts.Add(1)
 	}
 }
 

@@ -84,3 +84,22 @@ type CheckResult struct {
 	// Err is nil when the check passed.
 	Err error
 }
+
+// Drifter is the optional capability of a workload whose access pattern can
+// drift (SPEC §9): Drift(epoch) switches it to the pattern of that epoch —
+// which records are hot and which are accessed together — while the data,
+// the schema, the rule and the programs stay the same, so a drift never
+// invalidates loaded tables or consistency checks; only where generated
+// transactions land changes, and with it the co-access graph a planner
+// learns. Epoch 0 is the pattern right after construction; each epoch's
+// pattern is a function of the workload's configuration and the epoch alone
+// (not of the epochs visited before), so every process agrees on it.
+//
+// Drift must be safe for concurrent use with generators (Next picks the
+// new pattern up from its next transaction on) and with other Drift calls.
+// Epochs are bounded: a workload refuses epochs above its own maximum (e.g.
+// bank.MaxDriftEpoch, tenant.MaxEpoch) and negative epochs with an error,
+// as well as any drift its configuration cannot express.
+type Drifter interface {
+	Drift(epoch int) error
+}

@@ -203,6 +203,11 @@ type Actor struct {
 	// awaits every node's acknowledgement before Publish is sent.
 	publishedRound bool
 	freezeMicros   []int64
+	// resetEpoch is the empty map published on taking over, until every
+	// node acknowledged it; quietUntil (planner micros) then holds planning
+	// for one drain deadline.
+	resetEpoch uint64
+	quietUntil int64
 }
 
 // NewActor returns the actor (spawn it with Props).
@@ -345,8 +350,11 @@ func (a *Actor) setNodes(ctx actor.Context, n Nodes) {
 	dropGone(a.seen, a.live)
 	// A node that joined since the current epoch was published gets it now
 	// (in full: it has no base), so it routes by the same map as everyone
-	// else; the next epoch waits for it like for every live node.
-	if a.cur != nil {
+	// else; the next epoch waits for it like for every live node. Not
+	// while a round of migrations is staged: the current map may still
+	// place on a restarted node a cohort that the round handed to another
+	// node when this one went away (I1); it gets the round's map instead.
+	if a.cur != nil && a.staged == nil {
 		for _, name := range n.Names {
 			if name != "" && !a.have[name] && !a.pending[name] {
 				a.pending[name] = true
@@ -368,7 +376,7 @@ func (a *Actor) noteInstalled(node string, epoch uint64) {
 		return
 	}
 	a.seen[node] = max(epoch, a.seen[node])
-	if epoch == 0 && a.cur != nil && a.have[node] {
+	if epoch == 0 && a.cur != nil && a.have[node] && a.staged == nil {
 		delete(a.have, node)
 		a.pending[node] = true
 		a.needFull[node] = true
@@ -504,6 +512,18 @@ func (a *Actor) onTick(ctx actor.Context) {
 		a.resetAbove(ctx, top, "a node has a newer map")
 		return
 	}
+	if a.resetEpoch != 0 && a.status.Acked >= a.resetEpoch {
+		// Every node froze the other planner's cohorts; their holders get
+		// one drain deadline to release (or be fenced) before any cohort
+		// is installed anywhere again (I3 at the tables, not only at the
+		// lock words).
+		a.resetEpoch = 0
+		a.quietUntil = a.nowMicros() + a.cfg.Transfer.DrainDeadlineMicros
+	}
+	if a.resetEpoch != 0 || a.nowMicros() < a.quietUntil {
+		a.status.Deferred++
+		return
+	}
 	a.tick++
 	a.status.Tick = a.tick
 	d, err := a.loop.Tick(plane.TickInput{Tick: a.tick, State: a.state(), Unsettled: a.nodes.Unsettled})
@@ -627,6 +647,7 @@ func (a *Actor) resetAbove(ctx actor.Context, top uint64, why string) {
 		a.loop = l
 	}
 	a.status.Base = top + 1
+	a.resetEpoch = top + 1
 	a.log.Warn("publishing an empty map above the nodes' epochs", "why", why, "installed", top, "epoch", top+1)
 	reset := &control.OwnerMap{Epoch: top + 1, Fallback: a.loop.Current().Fallback}
 	a.cur = nil // no delta against a map of ours the nodes may not have

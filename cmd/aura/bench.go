@@ -47,6 +47,7 @@ type benchFlags struct {
 	connect     string
 	skipLoad    bool
 	listen      string
+	driftEvery  time.Duration
 }
 
 func newBenchCmd() *cobra.Command {
@@ -101,11 +102,22 @@ workload's consistency checks run afterwards; without --mn (allowed only
 with --skip-load) the checks are skipped. --mode is a label for the
 cluster's mode (one mode, default aura); --cns and the embedded cluster's
 flags (--mn-size, --cost-model, --coordinators, --planner-tick) do not
-apply. --clients defaults to 8 per node the topology lists.`,
+apply. --clients defaults to 8 per node the topology lists.
+
+With --drift-every D the workload's access pattern drifts every D of wall
+time during each mode's run, warm-up included (epoch 1, 2, …; every mode
+starts from epoch 0), so the planner has to move ownership under load.
+Workloads that can drift: ` + strings.Join(driftWorkloads, ", ") + `. bank drifts its branches: the
+key groups are re-dealt among branches (groups of --branch-kgs key groups,
+4 by default when drifting) that transfers mostly stay in (--branch-local),
+with hot branches by --branch-theta, so both which accounts transfer to each
+other and which are hot change; money is conserved across drifts. tenant
+re-deals its tenants' key groups. Not with --connect.`,
 		Example: `  aura bench
   aura bench --workload tpcc --mode mn-only,static,hash,aura --duration 20s --warmup 5s
   aura bench --workload tpcc --mode mn-only --duration 10s --json out.json
   aura bench --workload bank --duration 5s
+  aura bench --workload bank --mode aura --drift-every 2s --duration 20s --json out.json
   aura bench --mn 127.0.0.1:7070 --workload tpcc --warehouses 8
   aura bench --connect 'aura://127.0.0.1:8001/tpcc?http_addr=127.0.0.1:8081' --mn 127.0.0.1:7070 --warehouses 12 --expected-new-orders 1000000`,
 		Args: cobra.NoArgs,
@@ -131,6 +143,7 @@ apply. --clients defaults to 8 per node the topology lists.`,
 	fl.StringVar(&f.cpuProfile, "cpu-profile", "", "write a Go CPU profile of the whole run to this file (inspect with 'go tool pprof')")
 	fl.StringVar(&f.connect, "connect", "", "drive a running cluster instead of an embedded one: aura://HOST:PORT/DB?http_addr=HOST:PORT (a node's remote address and its management API)")
 	fl.BoolVar(&f.skipLoad, "skip-load", false, "with --connect: do not load the tables (they are loaded already); needed to run without --mn")
+	fl.DurationVar(&f.driftEvery, "drift-every", 0, "drift the workload's access pattern at this wall-time period during each run, warm-up included ("+strings.Join(driftWorkloads, ", ")+"; 0 = never)")
 	fl.StringVar(&f.listen, "client-listen", "127.0.0.1:0", "with --connect: this process's protoactor remote address, HOST:PORT, which the nodes answer to (port 0: a free port)")
 	return cmd
 }
@@ -161,8 +174,12 @@ func runBench(cmd *cobra.Command, f *benchFlags) error {
 			return fmt.Errorf("--%s applies only with --connect", name)
 		}
 	}
+	f.workloadFlags.drifting = f.driftEvery > 0
 	wl, clients, err := f.workloadFlags.forRun(f.cns, f.clients, &f.seed, f.duration+f.warmup)
 	if err != nil {
+		return err
+	}
+	if err := checkDrift(wl, f.driftEvery, f.duration+f.warmup); err != nil {
 		return err
 	}
 	stopProfile, err := startCPUProfile(f.cpuProfile)
@@ -190,7 +207,8 @@ func runBench(cmd *cobra.Command, f *benchFlags) error {
 		}
 		cfg := bench.Config{Mode: strings.TrimSpace(mode), Workload: wl, Dial: dial, MN: label, CNs: f.cns,
 			Clients: clients, CoordinatorsPerCN: f.coords, Duration: f.duration, Warmup: f.warmup,
-			Seed: f.seed, RateTPS: f.rate, MaxAttempts: f.maxAttempts, Progress: progress, PlannerTick: f.plannerTick}
+			Seed: f.seed, RateTPS: f.rate, MaxAttempts: f.maxAttempts, Progress: progress, PlannerTick: f.plannerTick,
+			DriftEvery: f.driftEvery}
 		res, err := bench.Run(ctx, cfg)
 		cleanup()
 		// The embedded memory node of this mode is garbage now: return its
@@ -245,6 +263,9 @@ func runBenchConnect(cmd *cobra.Command, f *benchFlags) error {
 		if cmd.Flags().Changed(name) {
 			errs = append(errs, fmt.Errorf("--%s does not apply with --connect: the running cluster's nodes are the compute nodes", name))
 		}
+	}
+	if cmd.Flags().Changed("drift-every") {
+		errs = append(errs, errors.New("--drift-every applies to the embedded cluster only, not with --connect"))
 	}
 	if f.mn == "" && !f.skipLoad {
 		errs = append(errs, errors.New("--connect needs --mn (the cluster's memory node) to load the tables and check them afterwards; give --skip-load to run without it (no checks then)"))

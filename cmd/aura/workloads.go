@@ -2,6 +2,7 @@ package main
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -21,6 +22,14 @@ import (
 
 // workloadNames lists the workloads --workload accepts.
 var workloadNames = []string{"tpcc", "ycsb", "bank", "tenant", "trace"}
+
+// driftWorkloads lists the workloads that can drift (workload.Drifter), for
+// the error refusing --drift-every on the others.
+var driftWorkloads = []string{"bank", "tenant"}
+
+// driftBranchKGs is the bank's --branch-kgs when the run drifts and the
+// flag is not given: the bank drifts by re-dealing its branches.
+const driftBranchKGs = 4
 
 // workloadFlags are the flags that choose and shape a workload; bench and
 // sim share them so that a workload means the same in both.
@@ -49,6 +58,9 @@ type workloadFlags struct {
 	auditFraction float64
 	auditAccounts uint64
 	hotTheta      float64
+	branchKGs     uint64
+	branchLocal   float64
+	branchTheta   float64
 
 	// tenant
 	tenants      int
@@ -60,11 +72,19 @@ type workloadFlags struct {
 	tracePath string
 	traceLoop bool
 
+	// drifting: the run drifts the workload (bench --drift-every), which
+	// turns the bank's branch locality on unless --branch-kgs is given.
+	drifting bool
+
+	// fs is the flag set the flags were registered in.
+	fs *pflag.FlagSet
+
 	// config is the built workload's configuration, for the results.
 	config any
 }
 
 func (f *workloadFlags) register(fl *pflag.FlagSet) {
+	f.fs = fl
 	fl.StringVar(&f.name, "workload", "tpcc", "workload to run: "+strings.Join(workloadNames, ", "))
 	fl.IntVar(&f.warehouses, "warehouses", 0, "tpcc: warehouses (default 4 per compute node)")
 	fl.StringVar(&f.tpccProfile, "tpcc-profile", tpcc.ProfileSpec, "tpcc: transaction mix: spec (45/43/4/4/4, 1% remote lines, 15% remote payments) or crest (50/46/0/4/0, 15% remote lines)")
@@ -80,7 +100,10 @@ func (f *workloadFlags) register(fl *pflag.FlagSet) {
 	fl.Uint64Var(&f.accounts, "accounts", 10_000, "bank: accounts")
 	fl.Float64Var(&f.auditFraction, "audit-fraction", 0.05, "bank: share of audits in the mix")
 	fl.Uint64Var(&f.auditAccounts, "audit-accounts", 64, "bank: accounts an audit reads, a range from a random start (0 = all: such audits starve under concurrent transfers, since single-version OCC validates every read; the total is checked after the run either way)")
-	fl.Float64Var(&f.hotTheta, "hot-theta", 0, "bank: Zipfian skew of account choice (0 = uniform)")
+	fl.Float64Var(&f.hotTheta, "hot-theta", 0, "bank: Zipfian skew of account choice (0 = uniform; not with branches)")
+	fl.Uint64Var(&f.branchKGs, "branch-kgs", 0, fmt.Sprintf("bank: key groups (of 64 accounts) per branch; transfers mostly stay inside a branch, and a drift re-deals the key groups among branches (0 = no branches; default %d with --drift-every)", driftBranchKGs))
+	fl.Float64Var(&f.branchLocal, "branch-local", bank.DefaultConfig().LocalFraction, "bank: share of transfers that stay inside their branch")
+	fl.Float64Var(&f.branchTheta, "branch-theta", bank.DefaultConfig().BranchTheta, "bank: Zipfian skew of branch choice (0 = uniform)")
 	fl.IntVar(&f.tenants, "tenants", 64, "tenant: tenants")
 	fl.IntVar(&f.kgsPerTenant, "kgs-per-tenant", 16, "tenant: scattered key groups per tenant")
 	fl.Float64Var(&f.crossTenant, "cross-tenant", 0.05, "tenant: share of transactions that touch another tenant")
@@ -113,6 +136,16 @@ func (f *workloadFlags) build(cns, clients int) (workload.Workload, error) {
 		cfg := bank.DefaultConfig()
 		cfg.Accounts, cfg.AuditFraction, cfg.HotTheta = f.accounts, f.auditFraction, f.hotTheta
 		cfg.AuditAccounts = min(f.auditAccounts, f.accounts)
+		cfg.BranchKGs, cfg.LocalFraction, cfg.BranchTheta = f.branchKGs, f.branchLocal, f.branchTheta
+		if f.drifting && !f.changed("branch-kgs") {
+			cfg.BranchKGs = driftBranchKGs
+		}
+		if f.drifting && cfg.BranchKGs == 0 {
+			return nil, fmt.Errorf("--drift-every with --workload bank needs branches: --branch-kgs > 0 (default %d when drifting)", driftBranchKGs)
+		}
+		if f.drifting && cfg.HotTheta != 0 {
+			return nil, errors.New("--drift-every with --workload bank drifts its branches, whose skew is --branch-theta: leave --hot-theta at 0")
+		}
 		f.config = cfg
 		return bank.New(cfg)
 	case "tenant":
@@ -131,6 +164,31 @@ func (f *workloadFlags) build(cns, clients int) (workload.Workload, error) {
 		return trace.New(cfg)
 	}
 	return nil, fmt.Errorf("unknown --workload %q (want one of %s)", f.name, strings.Join(workloadNames, ", "))
+}
+
+// changed reports whether the flag name was given.
+func (f *workloadFlags) changed(name string) bool { return f.fs != nil && f.fs.Changed(name) }
+
+// checkDrift refuses a drift period the workload wl cannot follow for a run
+// of runTime: a negative one, a workload that cannot drift, more drifts than
+// the workloads' epoch bound.
+func checkDrift(wl workload.Workload, every, runTime time.Duration) error {
+	if every < 0 {
+		return fmt.Errorf("--drift-every %v: want ≥ 0 (0 = never)", every)
+	}
+	if every == 0 {
+		return nil
+	}
+	if _, ok := wl.(workload.Drifter); !ok {
+		return fmt.Errorf("--drift-every: workload %q cannot drift (workloads that can: %s)", wl.Name(), strings.Join(driftWorkloads, ", "))
+	}
+	if every < time.Millisecond {
+		return fmt.Errorf("--drift-every %v: want ≥ 1ms", every)
+	}
+	if n := runTime / every; n > min(bank.MaxDriftEpoch, tenant.MaxEpoch) {
+		return fmt.Errorf("--drift-every %v: %d drifts in %v, want at most %d", every, n, runTime, min(bank.MaxDriftEpoch, tenant.MaxEpoch))
+	}
+	return nil
 }
 
 // forRun builds the workload for a run of cns compute nodes and clients

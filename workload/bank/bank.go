@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
 
 	"github.com/aura-runtime/aura/messages"
 	"github.com/aura-runtime/aura/txn"
@@ -29,7 +32,13 @@ const (
 	MaxAccounts      = 1 << 24
 	MaxAuditBatch    = 100
 	MaxAccountsPerKG = 1 << 20
+	// MaxDriftEpoch bounds Drift's epoch.
+	MaxDriftEpoch = 1 << 16
 )
+
+// ErrNoBranches is returned by Drift when branch locality is off
+// (BranchKGs = 0): without branches the pattern has nothing that can move.
+var ErrNoBranches = errors.New("bank: drift needs branch locality (BranchKGs > 0)")
 
 // Config configures the bank workload.
 type Config struct {
@@ -62,6 +71,26 @@ type Config struct {
 	// KeyGroupsPerPartition groups consecutive key groups into one partition
 	// value, ≥ 1. Default 1.
 	KeyGroupsPerPartition uint64
+	// BranchKGs turns branch locality on: the key groups, in the order of
+	// the current drift epoch's permutation, form branches of BranchKGs key
+	// groups each (the last may be shorter), and a transfer picks a branch
+	// and mostly stays inside it. It must leave at least two branches, and
+	// BranchKGs × AccountsPerKG must be ≥ 2. 0 (the default) is off:
+	// accounts are drawn independently (HotTheta) and the workload cannot
+	// drift. HotTheta must be 0 with branches (BranchTheta skews them).
+	BranchKGs uint64
+	// LocalFraction is, with branches, the share of transfers that credit
+	// an account of the debited account's branch, in [0, 1]; the others
+	// credit any other account, uniformly. Default 0.9.
+	LocalFraction float64
+	// BranchTheta is, with branches, the Zipfian skew over branch numbers:
+	// 0 is uniform, otherwise 0 < θ < 1 (branch 0 is the hottest). Default
+	// 0.8.
+	BranchTheta float64
+	// LayoutSeed seeds the key-group permutation of every drift epoch ≥ 1.
+	// It is part of the workload's definition, not of a client: every
+	// process must use the same. Default 1.
+	LayoutSeed uint64
 }
 
 // DefaultConfig returns the default configuration.
@@ -74,7 +103,28 @@ func DefaultConfig() Config {
 		AuditBatch:            MaxAuditBatch,
 		AccountsPerKG:         64,
 		KeyGroupsPerPartition: 1,
+		LocalFraction:         0.9,
+		BranchTheta:           0.8,
+		LayoutSeed:            1,
 	}
+}
+
+// KeyGroups is the number of key groups the accounts fill,
+// ⌈Accounts / AccountsPerKG⌉ (0 when AccountsPerKG is 0).
+func (c Config) KeyGroups() uint64 {
+	if c.AccountsPerKG == 0 {
+		return 0
+	}
+	return (c.Accounts + c.AccountsPerKG - 1) / c.AccountsPerKG
+}
+
+// Branches is the number of branches, ⌈KeyGroups / BranchKGs⌉ (0 when
+// branch locality is off).
+func (c Config) Branches() uint64 {
+	if c.BranchKGs == 0 {
+		return 0
+	}
+	return (c.KeyGroups() + c.BranchKGs - 1) / c.BranchKGs
 }
 
 // Validate reports every problem with the configuration.
@@ -109,17 +159,55 @@ func (c Config) Validate() error {
 	if c.KeyGroupsPerPartition < 1 {
 		errs = append(errs, errors.New("bank: key groups per partition must be ≥ 1"))
 	}
+	if !(c.LocalFraction >= 0 && c.LocalFraction <= 1) {
+		errs = append(errs, fmt.Errorf("bank: local fraction %v, want 0..1", c.LocalFraction))
+	}
+	if !(c.BranchTheta >= 0 && c.BranchTheta < 1) {
+		errs = append(errs, fmt.Errorf("bank: branch theta %v, want 0 (uniform) or 0 < θ < 1", c.BranchTheta))
+	}
+	if c.BranchKGs > 0 {
+		if c.HotTheta != 0 {
+			errs = append(errs, fmt.Errorf("bank: hot theta %v with branches, want 0 (branch theta skews the branches)", c.HotTheta))
+		}
+		accountsOK := c.Accounts >= 2 && c.Accounts <= MaxAccounts
+		kgOK := c.AccountsPerKG >= 1 && c.AccountsPerKG <= MaxAccountsPerKG
+		if kgs := c.KeyGroups(); accountsOK && kgOK && kgs < 2 {
+			errs = append(errs, fmt.Errorf("bank: branches need at least two key groups, the %d accounts fill %d", c.Accounts, kgs))
+		} else if accountsOK && kgOK && c.BranchKGs >= kgs {
+			errs = append(errs, fmt.Errorf("bank: branch key groups %d, want 1..%d (at least two branches of the %d key groups)", c.BranchKGs, kgs-1, kgs))
+		}
+		if kgOK && c.BranchKGs <= MaxAccounts && c.BranchKGs*c.AccountsPerKG < 2 {
+			errs = append(errs, fmt.Errorf("bank: a branch of %d key group(s) of %d account(s) cannot hold a transfer, want ≥ 2 accounts", c.BranchKGs, c.AccountsPerKG))
+		}
+	}
 	return errors.Join(errs...)
 }
 
-// Workload is the bank workload. It is safe for concurrent use.
+// Workload is the bank workload. It is safe for concurrent use; Drift may
+// be called while generators run.
 type Workload struct {
-	cfg  Config
-	hot  *zipf.Scrambled // nil when uniform
-	rule rule
+	cfg       Config
+	hot       *zipf.Scrambled // nil when uniform
+	branchHot *zipf.Zipfian   // with branches, nil when uniform
+	rule      rule
+
+	cur atomic.Pointer[layout]
+	mu  sync.Mutex // serialises Drift
 }
 
-var _ workload.Workload = (*Workload)(nil)
+// layout is one drift epoch's branch layout: branch b is the key groups at
+// positions b×BranchKGs … of the epoch's permutation.
+type layout struct {
+	epoch int
+	// perm[i] is the key group at position i, inv[kg] its position; both
+	// nil at epoch 0 (the identity: branches of consecutive key groups).
+	perm, inv []uint32
+}
+
+var (
+	_ workload.Workload = (*Workload)(nil)
+	_ workload.Drifter  = (*Workload)(nil)
+)
 
 // New returns a bank workload for a valid configuration.
 func New(cfg Config) (*Workload, error) {
@@ -134,7 +222,98 @@ func New(cfg Config) (*Workload, error) {
 		}
 		w.hot = z
 	}
+	if cfg.BranchKGs > 0 && cfg.BranchTheta > 0 {
+		z, err := zipf.NewZipfian(0, cfg.Branches()-1, cfg.BranchTheta)
+		if err != nil {
+			return nil, err
+		}
+		w.branchHot = z
+	}
+	w.cur.Store(&layout{})
 	return w, nil
+}
+
+// Epoch is the current drift epoch.
+func (w *Workload) Epoch() int { return w.cur.Load().epoch }
+
+// Drift implements workload.Drifter: it switches the branch layout to
+// epoch's (0..MaxDriftEpoch), which generators use from their next
+// transaction on. Epoch 0 is the identity (branches of consecutive key
+// groups); epoch e ≥ 1 is a permutation of the key groups drawn from
+// (LayoutSeed, e) alone, so which key groups share a branch — which
+// accounts transfer to each other — and which branch is hot both change.
+// It costs O(KeyGroups). Without branches the workload cannot drift: every
+// call fails with ErrNoBranches, so that a run meant to drift fails before
+// it starts rather than at its first drift.
+func (w *Workload) Drift(epoch int) error {
+	if epoch < 0 || epoch > MaxDriftEpoch {
+		return fmt.Errorf("bank: drift epoch %d, want 0..%d", epoch, MaxDriftEpoch)
+	}
+	if w.cfg.BranchKGs == 0 {
+		return fmt.Errorf("%w: cannot drift to epoch %d", ErrNoBranches, epoch)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.cur.Load().epoch != epoch {
+		w.cur.Store(w.layoutAt(epoch))
+	}
+	return nil
+}
+
+func (w *Workload) layoutAt(epoch int) *layout {
+	if epoch == 0 {
+		return &layout{}
+	}
+	n := w.cfg.KeyGroups()
+	perm, inv := make([]uint32, n), make([]uint32, n)
+	for i := range perm {
+		perm[i] = uint32(i)
+	}
+	// Fisher–Yates written out rather than rand.Shuffle, so that the layout
+	// of an epoch depends on the PCG stream only.
+	rng := rand.New(rand.NewPCG(w.cfg.LayoutSeed, kvrec.Mix64(uint64(epoch)^0xd21f7b)))
+	for i := n - 1; i > 0; i-- {
+		j := rng.Uint64N(i + 1)
+		perm[i], perm[j] = perm[j], perm[i]
+	}
+	for i, kg := range perm {
+		inv[kg] = uint32(i)
+	}
+	return &layout{epoch: epoch, perm: perm, inv: inv}
+}
+
+// BranchOf returns the branch holding account at the current epoch; ok is
+// false without branches or for no such account.
+func (w *Workload) BranchOf(account uint64) (branch uint64, ok bool) {
+	if w.cfg.BranchKGs == 0 || account >= w.cfg.Accounts {
+		return 0, false
+	}
+	pos := account / w.cfg.AccountsPerKG
+	if l := w.cur.Load(); l.inv != nil {
+		pos = uint64(l.inv[pos])
+	}
+	return pos / w.cfg.BranchKGs, true
+}
+
+// BranchKeyGroups returns the key groups of branch at the current epoch,
+// ascending (nil without branches or for no such branch).
+func (w *Workload) BranchKeyGroups(branch uint64) []uint64 {
+	if w.cfg.BranchKGs == 0 || branch >= w.cfg.Branches() {
+		return nil
+	}
+	l := w.cur.Load()
+	lo := branch * w.cfg.BranchKGs
+	hi := min(lo+w.cfg.BranchKGs, w.cfg.KeyGroups())
+	out := make([]uint64, 0, hi-lo)
+	for pos := lo; pos < hi; pos++ {
+		kg := pos
+		if l.perm != nil {
+			kg = uint64(l.perm[pos])
+		}
+		out = append(out, kg)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Config returns the workload's configuration.
@@ -221,8 +400,24 @@ func (g *Generator) Next() *messages.TxnSubmit {
 		}
 		return &messages.TxnSubmit{Body: &messages.TxnSubmit_BankAudit{BankAudit: a}}
 	}
-	from := g.account()
-	to := from
+	var from, to uint64
+	if cfg.BranchKGs > 0 {
+		from, to = g.branchTransfer()
+	} else {
+		from, to = g.independentTransfer()
+	}
+	return &messages.TxnSubmit{Body: &messages.TxnSubmit_BankTransfer{BankTransfer: &messages.BankTransfer{
+		FromAccount: from,
+		ToAccount:   to,
+		AmountCents: 1 + g.rng.Int64N(cfg.MaxTransferCents),
+	}}}
+}
+
+// independentTransfer draws both accounts independently (no branches).
+func (g *Generator) independentTransfer() (from, to uint64) {
+	cfg := &g.w.cfg
+	from = g.account()
+	to = from
 	for range 32 {
 		if to = g.account(); to != from {
 			break
@@ -231,11 +426,43 @@ func (g *Generator) Next() *messages.TxnSubmit {
 	if to == from { // extreme skew: pick any other account
 		to = (from + 1 + g.rng.Uint64N(cfg.Accounts-1)) % cfg.Accounts
 	}
-	return &messages.TxnSubmit{Body: &messages.TxnSubmit_BankTransfer{BankTransfer: &messages.BankTransfer{
-		FromAccount: from,
-		ToAccount:   to,
-		AmountCents: 1 + g.rng.Int64N(cfg.MaxTransferCents),
-	}}}
+	return from, to
+}
+
+// branchTransfer draws a branch, the debited account in it and, with
+// probability LocalFraction, the credited account in it too.
+func (g *Generator) branchTransfer() (from, to uint64) {
+	cfg := &g.w.cfg
+	l := g.w.cur.Load()
+	var b uint64
+	if g.w.branchHot != nil {
+		b = g.w.branchHot.Next(g.rng)
+	} else {
+		b = g.rng.Uint64N(cfg.Branches())
+	}
+	from = g.inBranch(l, b)
+	if g.rng.Float64() < cfg.LocalFraction {
+		for range 32 { // a branch holds ≥ 2 accounts except perhaps the last
+			if to = g.inBranch(l, b); to != from {
+				return from, to
+			}
+		}
+	}
+	return from, (from + 1 + g.rng.Uint64N(cfg.Accounts-1)) % cfg.Accounts
+}
+
+// inBranch draws a uniform key group of branch b in layout l, then a
+// uniform account of that key group.
+func (g *Generator) inBranch(l *layout, b uint64) uint64 {
+	cfg := &g.w.cfg
+	lo := b * cfg.BranchKGs
+	pos := lo + g.rng.Uint64N(min(cfg.BranchKGs, cfg.KeyGroups()-lo))
+	kg := pos
+	if l.perm != nil {
+		kg = uint64(l.perm[pos])
+	}
+	first := kg * cfg.AccountsPerKG
+	return first + g.rng.Uint64N(min(cfg.AccountsPerKG, cfg.Accounts-first))
 }
 
 // Program implements workload.Workload.

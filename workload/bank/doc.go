@@ -30,6 +30,32 @@
 // transfer from YCSB's scrambled Zipfian (hot accounts scattered over the
 // key space).
 //
+// # Branches and drift
+//
+// With BranchKGs > 0 (branch locality) the key groups, taken in the order
+// of the current epoch's permutation, form branches of BranchKGs key groups
+// (the last may be shorter). A transfer draws a branch (uniformly, or by a
+// Zipfian with skew BranchTheta over branch numbers: branch 0 is the
+// hottest), its debited account as a uniform account of a uniform key group
+// of the branch, and, with probability LocalFraction (default 0.9), its
+// credited account the same way in the same branch; otherwise any other
+// account, uniformly. So the key groups of a branch are written together:
+// they are the co-access groups a planner should learn and co-locate.
+//
+// Drift(e) (workload.Drifter) switches every generator, from its next
+// transaction on, to epoch e's permutation. Epoch 0 is the identity —
+// branch b is key groups b×BranchKGs … (b+1)×BranchKGs−1, which a static
+// rule with KeyGroupsPerPartition = BranchKGs captures exactly; epoch e ≥ 1
+// is a Fisher–Yates shuffle of all key groups with a PCG seeded by
+// (LayoutSeed, e), independent of earlier epochs. A drift therefore changes
+// both which key groups transfer to each other (every branch is re-dealt)
+// and which accounts are hot (branch 0's key groups are new), so the learned
+// placement must move. Epochs are bounded by MaxDriftEpoch. A drift touches
+// neither the data nor the rule nor the programs: a transfer still moves
+// money between two accounts, so money is conserved and the checks hold
+// across drifts. Without branches Drift fails (ErrNoBranches), and HotTheta
+// must be 0 with branches.
+//
 // # Rule "bank_range"
 //
 // Key group = account / AccountsPerKG (default 64); partition = key group /

@@ -187,7 +187,10 @@ type Workload struct {
 	base *layout    // epoch 0
 }
 
-var _ workload.Workload = (*Workload)(nil)
+var (
+	_ workload.Workload = (*Workload)(nil)
+	_ workload.Drifter  = (*Workload)(nil)
+)
 
 // New returns a tenant workload for a valid configuration.
 func New(cfg Config) (*Workload, error) {

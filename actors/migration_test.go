@@ -1,0 +1,422 @@
+package actors
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/aura-runtime/aura/actors/planner"
+	"github.com/aura-runtime/aura/control"
+	"github.com/aura-runtime/aura/control/transfer"
+	"github.com/aura-runtime/aura/messages"
+)
+
+// migrationRig is two nodes' owner paths ("a" owns cohort 7 at epoch 1)
+// and a TransferController between them, delivering messages by hand so a
+// test decides every interleaving. Run inside a synctest bubble: a Drain
+// polls on timers, which the bubble's fake clock makes deterministic.
+type migrationRig struct {
+	t     *testing.T
+	nodes map[string]*ownership
+	ctl   *transfer.Controller
+	now   int64
+	reqID uint64
+}
+
+const rigCohort = control.CohortID(7)
+
+func newMigrationRig(t *testing.T) *migrationRig {
+	t.Helper()
+	r := &migrationRig{t: t, nodes: map[string]*ownership{}}
+	for _, name := range []string{"a", "b"} {
+		o, err := newOwnership(OwnershipConfig{Names: []string{"a", "b"}}, name, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.nodes[name] = o
+	}
+	r.install(&control.OwnerMap{Epoch: 1, Cohorts: []control.Placement{
+		{Cohort: control.Cohort{ID: rigCohort, KeyGroups: []control.KeyGroup{1, 2}}, Owner: 0}}})
+	ctl, err := transfer.New(transfer.DefaultConfig("p"), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.ctl = ctl
+	return r
+}
+
+func (r *migrationRig) install(m *control.OwnerMap) {
+	r.t.Helper()
+	for name, o := range r.nodes {
+		o.mu.Lock()
+		err := o.install(m)
+		o.mu.Unlock()
+		if err != nil {
+			r.t.Fatalf("%s: install epoch %d: %v", name, m.Epoch, err)
+		}
+	}
+}
+
+// deliver sends each message to its node (concurrently: a Drain blocks)
+// and returns the acknowledgements in send order once all answered.
+func (r *migrationRig) deliver(out []transfer.Send) []proto.Message {
+	r.t.Helper()
+	reps := make([]proto.Message, len(out))
+	var wg sync.WaitGroup
+	for i, s := range out {
+		wg.Go(func() {
+			rep, err := r.nodes[s.To].migrate(context.Background(), s.Msg)
+			if err != nil {
+				r.t.Errorf("%s: %v", s.To, err)
+			}
+			reps[i] = rep
+		})
+	}
+	wg.Wait()
+	return reps
+}
+
+// step delivers out and feeds every acknowledgement to the controller,
+// returning what the controller sends next.
+func (r *migrationRig) step(out []transfer.Send) []transfer.Send {
+	r.t.Helper()
+	var next []transfer.Send
+	for i, rep := range r.deliver(out) {
+		next = append(next, r.ctl.Step(r.now, out[i].To, rep)...)
+	}
+	return next
+}
+
+// lock asks node for record key of cohort 7 at epoch for txn and returns
+// the reply status (OK, RETRY, MOVED(owner@epoch), STALE_EPOCH, ...).
+func (r *migrationRig) lock(node string, epoch, txn, key uint64) string {
+	r.reqID++
+	rep := r.nodes[node].svc.HandleLock(&messages.LockRequest{TxnId: txn, CohortId: rigCohort, Epoch: epoch,
+		Records: []*messages.RecordRef{{Table: 1, Key: key}}, Requester: "client", RequestId: r.reqID})
+	s := strings.TrimPrefix(rep.GetStatus().String(), "LOCK_STATUS_")
+	if m := rep.GetMoved(); m != nil {
+		s += fmt.Sprintf("(%s@%d)", m.GetOwner(), m.GetEpoch())
+	}
+	return s
+}
+
+func (r *migrationRig) unlock(node string, epoch, txn, key uint64) {
+	r.reqID++
+	rep := r.nodes[node].svc.HandleUnlock(&messages.UnlockRequest{TxnId: txn, CohortId: rigCohort, Epoch: epoch,
+		Records: []*messages.RecordRef{{Table: 1, Key: key}}, Requester: "client", RequestId: r.reqID})
+	if rep.GetStatus() != messages.LockStatus_LOCK_STATUS_OK {
+		r.t.Fatalf("unlock at %s: %v %s", node, rep.GetStatus(), rep.GetError())
+	}
+}
+
+// active lists the nodes whose activation of cohort 7 grants (I1: at most
+// one).
+func (r *migrationRig) active() []string {
+	var out []string
+	for _, name := range []string{"a", "b"} {
+		if _, ok := r.nodes[name].Owned(rigCohort); ok {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+func (r *migrationRig) checkI1(when string) {
+	r.t.Helper()
+	if act := r.active(); len(act) > 1 {
+		r.t.Fatalf("%s: I1 violated: cohort %d active on %v", when, rigCohort, act)
+	}
+}
+
+func kinds(out []transfer.Send) string {
+	var s []string
+	for _, x := range out {
+		s = append(s, fmt.Sprintf("%s:%T", x.To, x.Msg))
+	}
+	return strings.Join(s, ",")
+}
+
+func expectStatus(t *testing.T, when, got, want string) {
+	t.Helper()
+	if got != want {
+		t.Fatalf("%s: lock %s, want %s", when, got, want)
+	}
+}
+
+// TestMigrationPhaseBoundaries moves cohort 7 from a to b while a
+// transaction holds one of its locks, and asks for a lock at every phase
+// boundary: a grants before the freeze, answers RETRY from the freeze until
+// the move is published and MOVED(b) after; b grants only at the new epoch
+// and only after the handoff; the holder's release reaches a during the
+// drain; at no point are two activations active (I1).
+func TestMigrationPhaseBoundaries(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newMigrationRig(t)
+		expectStatus(t, "before freeze", r.lock("a", 1, 100, 11), "OK") // txn 100 holds key 11
+		expectStatus(t, "before freeze, at b", r.lock("b", 1, 101, 12), "STALE_EPOCH")
+		r.checkI1("start")
+
+		out, err := r.ctl.Start(r.now, []transfer.Move{{Cohort: rigCohort, From: "a", To: "b", Epoch: 1, NewEpoch: 2,
+			KeyGroups: []control.KeyGroup{1, 2}, MembershipEpoch: 1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = r.step(out) // Freeze → a
+		if kinds(out) != "a:*messages.Drain" {
+			t.Fatalf("after FreezeAck: %s", kinds(out))
+		}
+		expectStatus(t, "frozen", r.lock("a", 1, 102, 13), "RETRY")
+		r.checkI1("frozen")
+
+		// The Drain waits for txn 100; its release arrives 3 ms later.
+		var acks []proto.Message
+		done := make(chan struct{})
+		go func() {
+			acks = r.deliver(out)
+			close(done)
+		}()
+		time.Sleep(3 * time.Millisecond)
+		synctest.Wait()
+		select {
+		case <-done:
+			t.Fatal("drain answered while a holder still holds its lock")
+		default:
+		}
+		expectStatus(t, "draining", r.lock("a", 1, 103, 14), "RETRY")
+		r.unlock("a", 1, 100, 11)
+		<-done
+		d := acks[0].(*messages.DrainAck)
+		if d.GetStatus() != ackOK || d.GetReleased() != 1 || d.GetAbortedHolders() != 0 {
+			t.Fatalf("DrainAck %v", d)
+		}
+		out = r.ctl.Step(r.now, "a", d)
+		if kinds(out) != "b:*messages.Handoff" {
+			t.Fatalf("after DrainAck: %s", kinds(out))
+		}
+		expectStatus(t, "drained, before handoff, at b", r.lock("b", 2, 104, 15), "RETRY")
+		r.checkI1("drained")
+
+		if out = r.step(out); len(out) != 0 || !r.ctl.Settled() {
+			t.Fatalf("after HandoffAck: %s, settled %v", kinds(out), r.ctl.Settled())
+		}
+		r.checkI1("handed off")
+		if act := r.active(); len(act) != 1 || act[0] != "b" {
+			t.Fatalf("after handoff: active on %v, want [b]", act)
+		}
+		expectStatus(t, "handed off, at b, new epoch", r.lock("b", 2, 105, 16), "OK")
+		expectStatus(t, "handed off, at b, old epoch", r.lock("b", 1, 106, 17), "STALE_EPOCH")
+		expectStatus(t, "handed off, at a", r.lock("a", 1, 107, 18), "RETRY")
+
+		// Publish: every node installs the map of epoch 2, then Publish
+		// retires a's frozen activation behind a tombstone.
+		r.install(&control.OwnerMap{Epoch: 2, Cohorts: []control.Placement{
+			{Cohort: control.Cohort{ID: rigCohort, KeyGroups: []control.KeyGroup{1, 2}}, Owner: 1}}})
+		r.checkI1("map 2")
+		out, err = r.ctl.Published(r.now)
+		if err != nil || kinds(out) != "a:*messages.Publish,b:*messages.Publish" {
+			t.Fatalf("Published: %s %v", kinds(out), err)
+		}
+		if out = r.step(out); len(out) != 0 || r.ctl.Active() {
+			t.Fatalf("after PublishAcks: %s, active %v", kinds(out), r.ctl.Active())
+		}
+		expectStatus(t, "published, at a", r.lock("a", 1, 108, 19), "MOVED(b@2)")
+		expectStatus(t, "published, at b", r.lock("b", 2, 109, 20), "OK")
+		if h := r.ctl.Finished(); len(h) != 1 || h[0].Outcome != transfer.Moved {
+			t.Fatalf("finished %+v", h)
+		}
+	})
+}
+
+// TestMigrationDrainFences: a holder that never releases is fenced at the
+// drain deadline (never left dangling), the DrainAck says so, and the move
+// goes on.
+func TestMigrationDrainFences(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newMigrationRig(t)
+		expectStatus(t, "before freeze", r.lock("a", 1, 100, 11), "OK")
+		out, err := r.ctl.Start(0, []transfer.Move{{Cohort: rigCohort, From: "a", To: "b", Epoch: 1, NewEpoch: 2,
+			KeyGroups: []control.KeyGroup{1, 2}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = r.step(out)
+		start := time.Now()
+		acks := r.deliver(out) // Drain
+		d := acks[0].(*messages.DrainAck)
+		if d.GetStatus() != ackOK || d.GetAbortedHolders() != 1 {
+			t.Fatalf("DrainAck %v", d)
+		}
+		if waited := time.Since(start); waited < 50*time.Millisecond || waited > 60*time.Millisecond {
+			t.Fatalf("drain took %v of fake time, want the 50 ms deadline", waited)
+		}
+		// The fenced holder's late release is a no-op, not an error.
+		r.unlock("a", 1, 100, 11)
+		if out = r.ctl.Step(0, "a", d); kinds(out) != "b:*messages.Handoff" {
+			t.Fatalf("after DrainAck: %s", kinds(out))
+		}
+	})
+}
+
+// TestMigrationMessagesIdempotent delivers every message twice, and late
+// copies of earlier phases after later ones: each copy gets the same
+// acknowledgement status and changes nothing (I1 holds throughout, the
+// cohort ends on b at epoch 2).
+func TestMigrationMessagesIdempotent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newMigrationRig(t)
+		out, err := r.ctl.Start(0, []transfer.Move{{Cohort: rigCohort, From: "a", To: "b", Epoch: 1, NewEpoch: 2,
+			KeyGroups: []control.KeyGroup{1, 2}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var history [][]transfer.Send
+		for len(out) > 0 {
+			history = append(history, out)
+			first := r.deliver(out)
+			again := r.deliver(out) // duplicated
+			for i := range first {
+				if st1, st2 := ackStatus(first[i]), ackStatus(again[i]); st1 != st2 {
+					t.Fatalf("%T: first %v, duplicate %v", out[i].Msg, st1, st2)
+				}
+			}
+			var next []transfer.Send
+			for i, rep := range first {
+				next = append(next, r.ctl.Step(0, out[i].To, rep)...)
+				// The duplicate acknowledgement is ignored by the controller.
+				if extra := r.ctl.Step(0, out[i].To, again[i]); len(extra) != 0 {
+					t.Fatalf("duplicate ack of %T sent %s", out[i].Msg, kinds(extra))
+				}
+			}
+			// Late copies of every earlier phase (reordered network).
+			for _, old := range history[:len(history)-1] {
+				r.deliver(old)
+			}
+			r.checkI1(fmt.Sprintf("after %s", kinds(out)))
+			out = next
+		}
+		if act := r.active(); len(act) != 1 || act[0] != "b" {
+			t.Fatalf("active on %v, want [b]", act)
+		}
+		if e, _ := r.nodes["b"].Owned(rigCohort); e != 2 {
+			t.Fatalf("b owns cohort at epoch %d, want 2", e)
+		}
+	})
+}
+
+// TestMigrationRollback: a freeze whose drain does not finish in time is
+// rolled back — MigrationAbort thaws the cohort on a at its epoch — and no
+// Handoff is ever sent, so b never activates it.
+func TestMigrationRollback(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newMigrationRig(t)
+		cfg := transfer.DefaultConfig("p")
+		cfg.FreezeTimeoutMicros = 100_000
+		ctl, err := transfer.New(cfg, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.ctl = ctl
+		out, err := r.ctl.Start(0, []transfer.Move{{Cohort: rigCohort, From: "a", To: "b", Epoch: 1, NewEpoch: 2,
+			KeyGroups: []control.KeyGroup{1, 2}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.step(out) // Freeze acknowledged; the Drain is lost.
+		expectStatus(t, "frozen", r.lock("a", 1, 100, 11), "RETRY")
+		out = r.ctl.Tick(100_000)
+		if kinds(out) != "a:*messages.MigrationAbort" {
+			t.Fatalf("watchdog sent %s", kinds(out))
+		}
+		r.now = 100_000
+		if out = r.step(out); len(out) != 0 || !r.ctl.Settled() {
+			t.Fatalf("after abort ack: %s, settled %v", kinds(out), r.ctl.Settled())
+		}
+		if p := r.ctl.Placement()[rigCohort]; p != transfer.Kept {
+			t.Fatalf("outcome %v, want kept", p)
+		}
+		expectStatus(t, "rolled back", r.lock("a", 1, 101, 12), "OK")
+		if act := r.active(); len(act) != 1 || act[0] != "a" {
+			t.Fatalf("active on %v, want [a]", act)
+		}
+	})
+}
+
+// TestMigrationHandoffRefusals: b refuses a handoff decided on an older
+// membership epoch than one it has seen, and a second Freeze for a cohort
+// installed at or above the new epoch is STALE_EPOCH.
+func TestMigrationHandoffRefusals(t *testing.T) {
+	r := newMigrationRig(t)
+	r.nodes["b"].mu.Lock()
+	r.nodes["b"].noteMembership(5)
+	r.nodes["b"].mu.Unlock()
+	rep, _ := r.nodes["b"].migrate(context.Background(), &messages.Handoff{MigrationId: 1, CohortId: rigCohort, Epoch: 1,
+		NewEpoch: 2, KeyGroups: []control.KeyGroup{1, 2}, MembershipEpoch: 4})
+	if st := ackStatus(rep); st != ackStale {
+		t.Fatalf("handoff from membership epoch 4 after 5: %v", st)
+	}
+	if _, ok := r.nodes["b"].Owned(rigCohort); ok {
+		t.Fatal("b activated the cohort from a refused handoff")
+	}
+	rep, _ = r.nodes["a"].migrate(context.Background(), &messages.Freeze{MigrationId: 2, CohortId: rigCohort, Epoch: 1, NewOwner: "b", NewEpoch: 1})
+	if st := ackStatus(rep); st != ackStale {
+		t.Fatalf("freeze to epoch 1 of a cohort installed at 1: %v", st)
+	}
+	if _, ok := r.nodes["a"].Owned(rigCohort); !ok {
+		t.Fatal("a refused freeze but stopped granting")
+	}
+}
+
+func ackStatus(m proto.Message) messages.MigrationAckStatus {
+	switch a := m.(type) {
+	case *messages.FreezeAck:
+		return a.GetStatus()
+	case *messages.DrainAck:
+		return a.GetStatus()
+	case *messages.HandoffAck:
+		return a.GetStatus()
+	case *messages.PublishAck:
+		return a.GetStatus()
+	case *messages.MigrationAbortAck:
+		return a.GetStatus()
+	}
+	return 0
+}
+
+// TestMigrationLateAbortAfterNewMap: an abort of an older planner's
+// migration that arrives after the node installed a map at or past the
+// move's epoch does not thaw the cohort: that map decides (a newer planner
+// may have placed the cohort elsewhere since).
+func TestMigrationLateAbortAfterNewMap(t *testing.T) {
+	r := newMigrationRig(t)
+	// A holder keeps the frozen activation from being retired at once.
+	expectStatus(t, "before freeze", r.lock("a", 1, 100, 11), "OK")
+	rep, _ := r.nodes["a"].migrate(context.Background(), &messages.Freeze{MigrationId: 9, CohortId: rigCohort, Epoch: 1,
+		NewOwner: "b", NewEpoch: 2})
+	if st := ackStatus(rep); st != ackOK {
+		t.Fatalf("freeze: %v", st)
+	}
+	// A new planner took over: an empty map above every epoch.
+	pushes, err := planner.PushesWithRoster(nil, &control.OwnerMap{Epoch: 4}, []string{"a", "b"}, planner.DefaultChunkBytes, "p2", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pushes {
+		if ack := r.nodes["a"].handlePush(p); ack.GetError() != "" {
+			t.Fatal(ack.GetError())
+		}
+	}
+	rep, _ = r.nodes["a"].migrate(context.Background(), &messages.MigrationAbort{MigrationId: 9, CohortId: rigCohort, Epoch: 1,
+		RestoreOwner: "a", RestoreEpoch: 1})
+	if st := ackStatus(rep); st != ackOK {
+		t.Fatalf("abort: %v", st)
+	}
+	if _, ok := r.nodes["a"].Owned(rigCohort); ok {
+		t.Fatal("a late abort re-activated a cohort the installed map does not give this node")
+	}
+}
