@@ -99,3 +99,17 @@ func (c *InProcess) Migrate(ctx context.Context, node string, msg proto.Message)
 	}
 	return n.HandleMigration(ctx, msg)
 }
+
+// TryMigrate implements planner.InlineMigrator.
+func (c *InProcess) TryMigrate(node string, msg proto.Message) (proto.Message, bool) {
+	n, err := c.node(context.Background(), node)
+	if err != nil {
+		return nil, false
+	}
+	return n.TryMigration(msg)
+}
+
+// PushNow implements planner.InlinePusher.
+func (c *InProcess) PushNow(node string, p *messages.OwnerMapPush) (*messages.OwnerMapAck, error) {
+	return c.Push(context.Background(), node, p)
+}

@@ -47,6 +47,24 @@ func (n *Node) HandleMigration(ctx context.Context, msg proto.Message) (proto.Me
 	return n.own.migrate(ctx, msg)
 }
 
+// TryMigration serves msg at once if that needs no waiting: every message
+// but a Drain whose cohort still holds locks, for which it reports false.
+func (n *Node) TryMigration(msg proto.Message) (proto.Message, bool) {
+	if n.own == nil {
+		return nil, false
+	}
+	if d, ok := msg.(*messages.Drain); ok {
+		done, st, aborted, _, errText := n.own.drainStep(d.GetCohortId(), false)
+		if !done {
+			return nil, false
+		}
+		return &messages.DrainAck{MigrationId: d.GetMigrationId(), CohortId: d.GetCohortId(), Epoch: d.GetEpoch(),
+			Node: n.own.self, Status: st, Error: errText, AbortedHolders: aborted}, true
+	}
+	rep, err := n.own.migrate(context.Background(), msg)
+	return rep, err == nil
+}
+
 // migrate dispatches one migration message.
 func (o *ownership) migrate(ctx context.Context, msg proto.Message) (proto.Message, error) {
 	switch m := msg.(type) {

@@ -183,6 +183,17 @@ func (w watchPusher) Migrate(ctx context.Context, node string, msg proto.Message
 	return w.c.net.Migrate(ctx, node, msg)
 }
 
+// TryMigrate implements planner.InlineMigrator.
+func (w watchPusher) TryMigrate(node string, msg proto.Message) (proto.Message, bool) {
+	return w.c.net.TryMigrate(node, msg)
+}
+
+// PushNow implements planner.InlinePusher (watching node 0's installs, as
+// Push does).
+func (w watchPusher) PushNow(node string, p *messages.OwnerMapPush) (*messages.OwnerMapAck, error) {
+	return w.Push(context.Background(), node, p)
+}
+
 // observe publishes m if it is newer than the last map seen and counts its
 // migrations: cohorts installed on a node other than the one that last
 // owned one of their key groups. The planner moves a cohort by evicting it

@@ -10,6 +10,7 @@ import (
 
 	"github.com/aura-runtime/aura/control"
 	"github.com/aura-runtime/aura/control/transfer"
+	"github.com/aura-runtime/aura/messages"
 )
 
 // Migrator delivers one migration-protocol message (Freeze, Drain,
@@ -22,6 +23,23 @@ import (
 // context's deadline.
 type Migrator interface {
 	Migrate(ctx context.Context, node string, msg proto.Message) (proto.Message, error)
+}
+
+// InlineMigrator is an optional capability of a Migrator whose nodes live
+// in the planner's process: TryMigrate serves a message at once when that
+// needs no waiting (all but a Drain whose cohort still holds locks) and
+// reports false otherwise. The planner then calls it from its own actor:
+// on a loaded machine a goroutine per message waits milliseconds to be
+// scheduled, and those waits would make up most of a freeze window.
+type InlineMigrator interface {
+	TryMigrate(node string, msg proto.Message) (proto.Message, bool)
+}
+
+// InlinePusher is the same capability for a Pusher: PushNow delivers one
+// push to an in-process node without blocking on anything but the node's
+// own locks.
+type InlinePusher interface {
+	PushNow(node string, p *messages.OwnerMapPush) (*messages.OwnerMapAck, error)
 }
 
 // maxFreezeSamples bounds the freeze windows kept for Status.
@@ -103,13 +121,26 @@ func (a *Actor) sendMigrations(ctx actor.Context, out []transfer.Send) {
 	}
 	self, root := ctx.Self(), ctx.ActorSystem().Root
 	timeout := time.Duration(a.cfg.Transfer.ResendMicros) * time.Microsecond
-	for _, s := range out {
+	inline := false
+	for len(out) > 0 {
+		s := out[0]
+		out = out[1:]
+		if a.inlineMigrator != nil {
+			if rep, ok := a.inlineMigrator.TryMigrate(s.To, s.Msg); ok {
+				out = append(out, a.xfer.Step(a.nowMicros(), s.To, rep)...)
+				inline = true
+				continue
+			}
+		}
 		go func() {
 			c, cancel := context.WithTimeout(context.Background(), timeout)
 			defer cancel()
 			rep, err := a.migrator.Migrate(c, s.To, s.Msg)
 			root.Send(self, migrationDone{node: s.To, rep: rep, err: err})
 		}()
+	}
+	if inline {
+		a.afterTransferStep(ctx)
 	}
 }
 
@@ -223,7 +254,8 @@ func (a *Actor) collectRecords() {
 			lvl = a.log.Warn
 		}
 		lvl("migration finished", "id", r.ID, "cohort", r.Move.Cohort, "from", r.Move.From, "to", r.Move.To,
-			"outcome", r.Outcome.String(), "epoch", r.Move.NewEpoch, "drain_us", r.DrainMicros, "freeze_us", r.FreezeMicros,
+			"outcome", r.Outcome.String(), "epoch", r.Move.NewEpoch, "frozen_us", r.FrozenMicros, "drain_us", r.DrainMicros,
+			"handoff_us", r.HandoffMicros, "settle_us", r.SettleMicros, "freeze_us", r.FreezeMicros,
 			"aborted_holders", r.AbortedHolders, "stuck", r.Stuck, "reason", r.Reason)
 	}
 	a.status.Transfer = a.xfer.Stats()

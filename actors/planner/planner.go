@@ -193,12 +193,14 @@ type Actor struct {
 	rebase  uint64 // an ack showed a newer map than ours: reset above it
 
 	// Migration protocol (nil xfer: no Migrator, moves evict then install).
-	migrator     Migrator
-	xfer         *transfer.Controller
-	t0           time.Time
-	staged       *control.OwnerMap // planned map waiting for its round to settle
-	stagedCh     changes
-	installEpoch map[control.CohortID]uint64 // per published cohort: its owner's install epoch
+	migrator       Migrator
+	inlineMigrator InlineMigrator
+	inlinePusher   InlinePusher
+	xfer           *transfer.Controller
+	t0             time.Time
+	staged         *control.OwnerMap // planned map waiting for its round to settle
+	stagedCh       changes
+	installEpoch   map[control.CohortID]uint64 // per published cohort: its owner's install epoch
 	// publishedRound: the map of the round's outcomes is published and
 	// awaits every node's acknowledgement before Publish is sent.
 	publishedRound bool
@@ -219,6 +221,8 @@ func NewActor(cfg Config, pusher Pusher) (*Actor, error) {
 		return nil, errors.New("planner: nil Pusher")
 	}
 	migrator, _ := pusher.(Migrator)
+	inlineMigrator, _ := pusher.(InlineMigrator)
+	inlinePusher, _ := pusher.(InlinePusher)
 	cfg.Loop.EvictBeforeMove = migrator == nil
 	if cfg.Transfer == (transfer.Config{}) {
 		cfg.Transfer = transfer.DefaultConfig(cfg.Name)
@@ -235,6 +239,7 @@ func NewActor(cfg Config, pusher Pusher) (*Actor, error) {
 	a := &Actor{cfg: cfg, pusher: pusher, loop: l, log: log, pending: map[string]bool{}, have: map[string]bool{},
 		needFull: map[string]bool{}, inFlight: map[string]bool{}, live: map[string]bool{}, slotOf: map[string]int{},
 		unslotted: map[string]bool{}, seen: map[string]uint64{}, migrator: migrator, t0: time.Now(),
+		inlineMigrator: inlineMigrator, inlinePusher: inlinePusher,
 		installEpoch: map[control.CohortID]uint64{}}
 	if migrator != nil {
 		// Migration ids only need to differ from a previous planner's
@@ -714,6 +719,10 @@ func (a *Actor) push(ctx actor.Context) {
 		if a.needFull[name] {
 			ps = full
 		}
+		if a.inlinePusher != nil {
+			a.pushInline(ctx, name, m.Epoch, ps)
+			continue
+		}
 		go func() {
 			c, cancel := context.WithTimeout(context.Background(), a.cfg.PushTimeout)
 			defer cancel()
@@ -732,6 +741,19 @@ func (a *Actor) push(ctx actor.Context) {
 			root.Send(self, pushDone{node: name, epoch: m.Epoch, ack: last})
 		}()
 	}
+}
+
+// pushInline pushes ps to an in-process node from the actor itself.
+func (a *Actor) pushInline(ctx actor.Context, name string, epoch uint64, ps []*messages.OwnerMapPush) {
+	d := pushDone{node: name, epoch: epoch}
+	for _, p := range ps {
+		d.ack, d.err = a.inlinePusher.PushNow(name, p)
+		if d.err != nil || d.ack.GetNeedFull() || d.ack.GetError() != "" {
+			break
+		}
+	}
+	a.onPushDone(ctx, d)
+	a.onEpochAcked(ctx)
 }
 
 func (a *Actor) onPushDone(_ actor.Context, d pushDone) {

@@ -116,8 +116,8 @@ func TestDataDriven(t *testing.T) {
 			case "finished":
 				var b strings.Builder
 				for _, r := range c.Finished() {
-					fmt.Fprintf(&b, "c%d #%d %s drain=%d freeze=%d aborted=%d stuck=%v", r.Move.Cohort, r.ID, r.Outcome,
-						r.DrainMicros, r.FreezeMicros, r.AbortedHolders, r.Stuck)
+					fmt.Fprintf(&b, "c%d #%d %s frozen=%d drain=%d handoff=%d settle=%d freeze=%d aborted=%d stuck=%v", r.Move.Cohort, r.ID, r.Outcome,
+						r.FrozenMicros, r.DrainMicros, r.HandoffMicros, r.SettleMicros, r.FreezeMicros, r.AbortedHolders, r.Stuck)
 					if r.Reason != "" {
 						fmt.Fprintf(&b, " reason=%q", r.Reason)
 					}

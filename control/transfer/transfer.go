@@ -125,8 +125,17 @@ type Record struct {
 	Outcome Outcome
 	// Reason says why a migration was rolled back or rolled forward.
 	Reason string
+	// FrozenMicros is Start → FreezeAck (0 when A left or did not hold
+	// the cohort): how long the old owner went on granting.
+	FrozenMicros int64
 	// DrainMicros is Start → DrainAck (0 when A left).
 	DrainMicros int64
+	// HandoffMicros is DrainAck → HandoffAck (0 without an acknowledged
+	// handoff).
+	HandoffMicros int64
+	// SettleMicros is Start → the round settled (every migration of the
+	// round has an outcome; the map is published then).
+	SettleMicros int64
 	// FreezeMicros is the freeze window: Start → every node acknowledged
 	// the map that records the outcome (Published), during which the
 	// cohort granted nowhere.
@@ -182,6 +191,8 @@ type Controller struct {
 	done   []Record
 	stats  Stats
 	active bool
+	// settledAt is when the running round settled (0: not yet).
+	settledAt int64
 }
 
 // New returns an idle controller. firstID numbers its first migration (a
@@ -226,7 +237,7 @@ func (c *Controller) Start(now int64, moves []Move) ([]Send, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	c.ms = c.ms[:0]
+	c.ms, c.settledAt = c.ms[:0], 0
 	clear(c.byID)
 	clear(c.gone)
 	c.active = len(moves) > 0
@@ -330,6 +341,7 @@ func (c *Controller) Step(now int64, node string, msg proto.Message) []Send {
 		switch {
 		case ok:
 			m.step, m.phaseAt = draining, now
+			m.rec.FrozenMicros = now - m.started
 			out = c.sendFrom(out, now, m)
 		case status == messages.MigrationAckStatus_MIGRATION_ACK_STATUS_NOT_OWNER:
 			// A holds no activation of the cohort (never installed it, or
@@ -359,6 +371,7 @@ func (c *Controller) Step(now int64, node string, msg proto.Message) []Send {
 		m.waitTo = false
 		if ok {
 			m.step, m.out = ready, Moved
+			m.rec.HandoffMicros = now - m.phaseAt
 			break
 		}
 		// B refused (e.g. an older membership epoch, or full): the cohort
@@ -385,7 +398,15 @@ func (c *Controller) Step(now int64, node string, msg proto.Message) []Send {
 		m.waitFrom = false
 		m.step, m.out = ready, Kept
 	}
+	c.noteSettled(now)
 	return out
+}
+
+// noteSettled records when the running round settled.
+func (c *Controller) noteSettled(now int64) {
+	if c.active && c.settledAt == 0 && c.Settled() {
+		c.settledAt = now
+	}
 }
 
 func refusal(phase string, st messages.MigrationAckStatus, detail string) string {
@@ -497,6 +518,7 @@ func (c *Controller) Tick(now int64) []Send {
 			out = c.sendTo(out, now, m)
 		}
 	}
+	c.noteSettled(now)
 	return out
 }
 
@@ -531,6 +553,7 @@ func (c *Controller) NodeGone(now int64, node string) []Send {
 			}
 		}
 	}
+	c.noteSettled(now)
 	return out
 }
 
@@ -569,6 +592,7 @@ func (c *Controller) Published(now int64) ([]Send, error) {
 			continue
 		}
 		m.rec.FreezeMicros = now - m.started
+		m.rec.SettleMicros = c.settledAt - m.started
 		if m.out == Kept {
 			// Rolled back: A thawed it, nothing to retire.
 			m.waitFrom, m.waitTo = false, false
