@@ -143,7 +143,13 @@ func (o *ownership) freeze(m *messages.Freeze) (*messages.FreezeAck, bool) {
 		ack.Status, ack.Error = ackStale, fmt.Sprintf("cohort %d installed at epoch %d ≥ %d", id, e, m.GetNewEpoch())
 		return ack, false
 	}
-	err := o.svc.Do(func(t *owner.Table) error { return t.Freeze(id, e, now) })
+	err := o.svc.Do(func(t *owner.Table) error {
+		if err := t.Freeze(id, e, now); err != nil {
+			return err
+		}
+		o.deactivated(id, e)
+		return nil
+	})
 	if err != nil {
 		ack.Status, ack.Error = ackError, err.Error()
 		return ack, false
@@ -292,7 +298,9 @@ func (o *ownership) handoff(m *messages.Handoff) (*messages.HandoffAck, bool) {
 			err = fmt.Errorf("every key group of cohort %d is held by another active cohort", id)
 			return nil
 		}
-		err = t.Install(id, kgs, e)
+		if err = t.Install(id, kgs, e); err == nil {
+			o.activated(id, e)
+		}
 		return nil
 	})
 	if err != nil {
@@ -346,7 +354,13 @@ func (o *ownership) abortMove(m *messages.MigrationAbort) (*messages.MigrationAb
 		// not the abort, decides where the cohort is).
 		return ack, false
 	}
-	err := o.svc.Do(func(t *owner.Table) error { return t.Thaw(id, f.epoch) })
+	err := o.svc.Do(func(t *owner.Table) error {
+		if err := t.Thaw(id, f.epoch); err != nil {
+			return err
+		}
+		o.activated(id, f.epoch)
+		return nil
+	})
 	if err != nil {
 		ack.Status, ack.Error = ackError, err.Error()
 		return ack, false

@@ -19,6 +19,7 @@ import (
 	"github.com/aura-runtime/aura/actors/planner"
 	"github.com/aura-runtime/aura/control"
 	"github.com/aura-runtime/aura/control/transfer"
+	"github.com/aura-runtime/aura/invariants"
 	"github.com/aura-runtime/aura/messages"
 )
 
@@ -133,6 +134,7 @@ type stress struct {
 	lastGrant  map[control.CohortID]uint64
 	migrations int
 	outcomes   map[transfer.Outcome]int
+	checker    *invariants.Checker
 	faults     bool
 	resetting  bool // a failover's empty map is not installed everywhere yet
 	// partitioned exchanges no migration message with the planner until
@@ -145,7 +147,7 @@ type stress struct {
 func newStress(t *testing.T, seed uint64) *stress {
 	s := &stress{t: t, rng: rand.New(rand.NewPCG(seed, 0x6d6967)), nodes: map[string]*ownership{},
 		pub: map[control.CohortID]string{}, install: map[control.CohortID]uint64{}, toInstall: map[string]*control.OwnerMap{},
-		lastGrant: map[control.CohortID]uint64{}, faults: true, outcomes: map[transfer.Outcome]int{}}
+		lastGrant: map[control.CohortID]uint64{}, faults: true, outcomes: map[transfer.Outcome]int{}, checker: invariants.New()}
 	for _, n := range stressNames {
 		s.start(n)
 	}
@@ -169,7 +171,7 @@ func newStress(t *testing.T, seed uint64) *stress {
 }
 
 func (s *stress) start(name string) {
-	o, err := newOwnership(OwnershipConfig{Names: stressNames}, name, nil)
+	o, err := newOwnership(OwnershipConfig{Names: stressNames, Observer: s.checker}, name, nil)
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -244,6 +246,9 @@ func (s *stress) run(steps int) {
 	}
 	s.checkConverged()
 	s.checkHistory()
+	if r := s.checker.Result(); !r.Pass() || r.Events == 0 {
+		s.t.Fatalf("invariant checker: %s (%d events)", r, r.Events)
+	}
 	// Drains still waiting on nodes that crashed end by their deadline.
 	time.Sleep(maxDrainWait)
 	synctest.Wait()
@@ -449,6 +454,7 @@ func (s *stress) maybeFault(now int64) {
 		live := slices.Sorted(maps.Keys(s.nodes))
 		victim := live[s.rng.IntN(len(live))]
 		delete(s.nodes, victim)
+		s.checker.NodeDown(victim)
 		s.tracef("crash %s", victim)
 		delete(s.toInstall, victim)
 		// Its transactions die with it: their holds end now.

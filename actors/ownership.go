@@ -16,6 +16,7 @@ import (
 	"github.com/aura-runtime/aura/actors/planner"
 	"github.com/aura-runtime/aura/control"
 	"github.com/aura-runtime/aura/control/accessgraph"
+	"github.com/aura-runtime/aura/invariants"
 	"github.com/aura-runtime/aura/messages"
 	"github.com/aura-runtime/aura/occ"
 	"github.com/aura-runtime/aura/rdma"
@@ -56,6 +57,10 @@ type OwnershipConfig struct {
 	// MaxManifestBytes caps an OwnerMap manifest (0: the manifest package's
 	// default, 900 KiB).
 	MaxManifestBytes int
+	// Observer, if set, is told every activation, deactivation and grant
+	// of the node's cohorts, from inside the owner table's critical
+	// section (package invariants checks I1 and I4 with it).
+	Observer invariants.Observer
 }
 
 func (c *OwnershipConfig) validate(self string) (int, error) {
@@ -174,6 +179,9 @@ func newOwnership(cfg OwnershipConfig, self string, wl workload.Workload) (*owne
 	// long as that run lasted. A clock stepped back delays it by that step.
 	o.tick = uint64(max(0, time.Now().UnixNano()/int64(cfg.HeartbeatEvery)))
 	o.svc = owner.NewService(table, o.nowMicros)
+	if obs := cfg.Observer; obs != nil {
+		o.svc.ObserveGrants(func(c, e uint64) { obs.Granted(self, c, e) })
+	}
 	o.res = newRosterResolver(self, slices.Clone(cfg.Names))
 	oc := cfg.Owner
 	oc.Self = self
@@ -184,6 +192,20 @@ func newOwnership(cfg OwnershipConfig, self string, wl workload.Workload) (*owne
 }
 
 func (o *ownership) nowMicros() int64 { return time.Since(o.start).Microseconds() }
+
+// activated and deactivated report a change of the activations to the
+// Observer; call them inside svc.Do, right after the table change.
+func (o *ownership) activated(c control.CohortID, e uint64) {
+	if o.cfg.Observer != nil {
+		o.cfg.Observer.Activated(o.self, c, e)
+	}
+}
+
+func (o *ownership) deactivated(c control.CohortID, e uint64) {
+	if o.cfg.Observer != nil {
+		o.cfg.Observer.Deactivated(o.self, c, e)
+	}
+}
 
 // locker returns a coordinator's lock path: owner table, owner RPC or the
 // fallback (MN CAS through the atomic actors).
@@ -408,6 +430,8 @@ func (o *ownership) install(m *control.OwnerMap) error {
 			e := o.epoch[id]
 			if err := t.Freeze(id, e, now); err != nil {
 				errs = append(errs, err)
+			} else {
+				o.deactivated(id, e)
 			}
 			o.frozen[id] = frozenCohort{epoch: e, moved: owner.Moved{Owner: ownerName[id], Epoch: m.Epoch}}
 			delete(o.owned, id)
@@ -435,6 +459,7 @@ func (o *ownership) install(m *control.OwnerMap) error {
 				errs = append(errs, err)
 				continue
 			}
+			o.activated(id, m.Epoch)
 			o.owned[id] = slices.Clone(mine[id])
 			o.epoch[id] = m.Epoch
 		}
@@ -463,6 +488,8 @@ func (o *ownership) relinquish() error {
 		for _, id := range slices.Sorted(mapKeysCohort(o.owned)) {
 			if err := t.Freeze(id, o.epoch[id], now); err != nil {
 				errs = append(errs, err)
+			} else {
+				o.deactivated(id, o.epoch[id])
 			}
 		}
 		return nil

@@ -16,6 +16,7 @@ import (
 	"github.com/aura-runtime/aura/actors/planner"
 	"github.com/aura-runtime/aura/client"
 	"github.com/aura-runtime/aura/control"
+	"github.com/aura-runtime/aura/invariants"
 	"github.com/aura-runtime/aura/control/router"
 	"github.com/aura-runtime/aura/manifest"
 	"github.com/aura-runtime/aura/messages"
@@ -47,6 +48,10 @@ type cluster struct {
 	// watched is node 0, whose installed map the clients copy; set once it
 	// exists (the planner may push before).
 	watched atomic.Pointer[actors.Node]
+
+	// checker watches every owner table's activations and grants (I1, I4);
+	// nil for mn-only.
+	checker *invariants.Checker
 
 	mu         sync.Mutex // guards the migration count's state
 	seenEpoch  uint64
@@ -110,7 +115,11 @@ func startCluster(ctx context.Context, cfg Config, layout *store.Layout, cen *ce
 		ncfg.ID = uint32(i + 1)
 		ncfg.Coordinators = cfg.CoordinatorsPerCN
 		if cfg.Mode != "mn-only" {
-			oc := &actors.OwnershipConfig{Names: c.names, Transport: c.net, Table: table, HeartbeatEvery: cfg.PlannerTick}
+			if c.checker == nil {
+				c.checker = invariants.New()
+			}
+			oc := &actors.OwnershipConfig{Names: c.names, Transport: c.net, Table: table, HeartbeatEvery: cfg.PlannerTick,
+				Observer: c.checker}
 			if c.ppid != nil {
 				// The profiler's summary every tick is the planner's only
 				// input, as on a real node (SPEC §5).

@@ -395,6 +395,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		fmt.Fprintf(cfg.Progress, "checking %s consistency…\n", wl.Name())
 	}
 	res.addChecks(wl.Check(ctx, store.NewSnapshot(layout, base)))
+	if cl.checker != nil {
+		// SPEC §4's I1 and I4, over every activation and grant of the run
+		// (package invariants); I2 and I3 show in the workload checks.
+		res.Checks["invariants"] = cl.checker.Result().String()
+	}
 	res.Params.CheckS = time.Since(checkStart).Seconds()
 	if cfg.Progress != nil {
 		fmt.Fprintf(cfg.Progress, "checked in %.1fs\n", res.Params.CheckS)

@@ -12,9 +12,21 @@ import (
 // path) and its owner RPC handler (requests from other nodes): a Table
 // behind a mutex, with the clock the Table does not have.
 type Service struct {
-	mu  sync.Mutex
-	t   *Table
-	now func() int64
+	mu      sync.Mutex
+	t       *Table
+	now     func() int64
+	granted func(cohort, epoch uint64) // see ObserveGrants
+}
+
+// ObserveGrants makes the service call f for every Acquire that grants
+// locks, with the granting activation's cohort and epoch, inside the
+// table's critical section (so f sees grants in their true order relative
+// to installs and freezes made through Do). f must be fast and must not
+// call back into the service. Set it before the service is used.
+func (s *Service) ObserveGrants(f func(cohort, epoch uint64)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.granted = f
 }
 
 // NewService wraps t; nowMicros is the clock stamped on requests.
@@ -34,7 +46,11 @@ func (s *Service) Acquire(req AcquireRequest) (AcquireReply, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	req.NowMicros = s.now()
-	return s.t.Acquire(req)
+	rep, err := s.t.Acquire(req)
+	if err == nil && s.granted != nil && rep.Status == StatusOK && len(rep.Granted) > 0 {
+		s.granted(req.Cohort, rep.Epoch)
+	}
+	return rep, err
 }
 
 // Release runs Table.Release.
