@@ -395,7 +395,7 @@ func countersProto(c occ.Counters) *messages.TxnCounters {
 		Reads: c.Reads, Writes: c.Writes, Inserts: c.Inserts, Deletes: c.Deletes,
 		MnCas: c.MNCAS, MnFaa: c.MNFAA, MnCasFailed: c.MNCASFailed,
 		LocksLocal: c.LocksLocal, LocksOwnerRpc: c.LocksOwnerRPC, LocksMnCas: c.LocksMNCAS,
-		RdmaReads: c.RDMAReads, RdmaWrites: c.RDMAWrites,
+		RdmaReads: c.RDMAReads, RdmaWrites: c.RDMAWrites, LockRedirects: c.Redirects,
 	}
 }
 

@@ -16,8 +16,8 @@ import (
 	"github.com/aura-runtime/aura/actors/planner"
 	"github.com/aura-runtime/aura/client"
 	"github.com/aura-runtime/aura/control"
-	"github.com/aura-runtime/aura/invariants"
 	"github.com/aura-runtime/aura/control/router"
+	"github.com/aura-runtime/aura/invariants"
 	"github.com/aura-runtime/aura/manifest"
 	"github.com/aura-runtime/aura/messages"
 	"github.com/aura-runtime/aura/rdma"
@@ -277,12 +277,15 @@ func (c *cluster) plannerStatus() (*PlannerStats, *Migrations, error) {
 		return nil, nil, fmt.Errorf("bench: planner status: unexpected %T", r)
 	}
 	x := st.Transfer
-	var h Histogram
+	var freeze, drain Histogram
 	for _, us := range st.FreezeMicros {
-		h.Record(uint64(max(us, 0)))
+		freeze.Record(uint64(max(us, 0)))
 	}
-	mig := &Migrations{Count: x.Moved + x.Evicted, FreezeP99Us: h.Quantile(0.99), Moved: x.Moved, Evicted: x.Evicted,
-		RolledBack: x.Kept, Stuck: x.Stuck}
+	for _, us := range st.DrainMicros {
+		drain.Record(uint64(max(us, 0)))
+	}
+	mig := &Migrations{Count: x.Moved + x.Evicted, FreezeP99Us: freeze.Quantile(0.99), Moved: x.Moved, Evicted: x.Evicted,
+		RolledBack: x.Kept, Stuck: x.Stuck, DrainP99Us: drain.Quantile(0.99)}
 	return &PlannerStats{TickMs: float64(c.tick.Microseconds()) / 1000, Ticks: st.Tick, Epoch: st.Epoch,
 		Acked: st.Acked, Heartbeats: st.Heartbeats, Dropped: st.Dropped, Deferred: st.Deferred}, mig, nil
 }

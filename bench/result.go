@@ -93,6 +93,14 @@ type Migrations struct {
 	Evicted     uint64 `json:"evicted,omitempty"`
 	RolledBack  uint64 `json:"rolled_back,omitempty"`
 	Stuck       uint64 `json:"stuck,omitempty"`
+	// DrainP99Us is the 99th percentile of Start → drained (the old owner's
+	// holders released or fenced), in microseconds.
+	DrainP99Us uint64 `json:"drain_p99_us,omitempty"`
+	// LockRedirects counts, after warm-up, the locks refused because their
+	// cohort was frozen, had moved or was known at another epoch; each
+	// aborted an attempt that the client retried (no transaction fails for
+	// it).
+	LockRedirects uint64 `json:"lock_redirects"`
 }
 
 // Manifest describes the last published OwnerMap.

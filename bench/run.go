@@ -170,21 +170,23 @@ type counters struct {
 	committed, rolledBack, aborted, failed atomic.Uint64
 	local, ownerRPC, mnCAS                 atomic.Uint64
 	atomics                                atomic.Uint64 // MN CAS + FAA
+	redirects                              atomic.Uint64 // locks refused by frozen or moved cohorts
 }
 
 type snapshot struct {
 	committed, rolledBack, aborted, failed uint64
 	local, ownerRPC, mnCAS, atomics        uint64
+	redirects                              uint64
 }
 
 func (c *counters) snap() snapshot {
 	return snapshot{c.committed.Load(), c.rolledBack.Load(), c.aborted.Load(), c.failed.Load(),
-		c.local.Load(), c.ownerRPC.Load(), c.mnCAS.Load(), c.atomics.Load()}
+		c.local.Load(), c.ownerRPC.Load(), c.mnCAS.Load(), c.atomics.Load(), c.redirects.Load()}
 }
 
 func (s snapshot) sub(o snapshot) snapshot {
 	return snapshot{s.committed - o.committed, s.rolledBack - o.rolledBack, s.aborted - o.aborted, s.failed - o.failed,
-		s.local - o.local, s.ownerRPC - o.ownerRPC, s.mnCAS - o.mnCAS, s.atomics - o.atomics}
+		s.local - o.local, s.ownerRPC - o.ownerRPC, s.mnCAS - o.mnCAS, s.atomics - o.atomics, s.redirects - o.redirects}
 }
 
 // done is the number of transactions that completed (committed or rolled
@@ -386,6 +388,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if mig != nil {
 		res.Migrations = *mig
 	}
+	res.Migrations.LockRedirects = total.redirects
 
 	// Quiesce (planner first: no push after this), then check consistency
 	// through one-sided reads.
@@ -705,6 +708,7 @@ func (r *runner) count(c *messages.TxnCounters) {
 	r.c.ownerRPC.Add(c.GetLocksOwnerRpc())
 	r.c.mnCAS.Add(c.GetLocksMnCas())
 	r.c.atomics.Add(c.GetMnCas() + c.GetMnFaa())
+	r.c.redirects.Add(c.GetLockRedirects())
 }
 
 func (r *runner) countType(kind string, res *messages.TxnResult) {

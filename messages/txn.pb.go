@@ -1283,7 +1283,12 @@ type TxnCounters struct {
 	// RDMA READ verbs posted.
 	RdmaReads uint64 `protobuf:"varint,11,opt,name=rdma_reads,json=rdmaReads,proto3" json:"rdma_reads,omitempty"`
 	// RDMA WRITE verbs posted.
-	RdmaWrites    uint64 `protobuf:"varint,12,opt,name=rdma_writes,json=rdmaWrites,proto3" json:"rdma_writes,omitempty"`
+	RdmaWrites uint64 `protobuf:"varint,12,opt,name=rdma_writes,json=rdmaWrites,proto3" json:"rdma_writes,omitempty"`
+	// Locks refused because the record's cohort is frozen, moved or known
+	// at another epoch (MOVED / RETRY / STALE_EPOCH after the locker's
+	// bounded re-routings): each aborts its attempt, which the client
+	// retries. The cost of migrations as transactions see it.
+	LockRedirects uint64 `protobuf:"varint,13,opt,name=lock_redirects,json=lockRedirects,proto3" json:"lock_redirects,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1398,6 +1403,13 @@ func (x *TxnCounters) GetRdmaReads() uint64 {
 func (x *TxnCounters) GetRdmaWrites() uint64 {
 	if x != nil {
 		return x.RdmaWrites
+	}
+	return 0
+}
+
+func (x *TxnCounters) GetLockRedirects() uint64 {
+	if x != nil {
+		return x.LockRedirects
 	}
 	return 0
 }
@@ -1668,7 +1680,7 @@ const file_aura_v1_txn_proto_rawDesc = "" +
 	"\x02kv\x18\x14 \x01(\v2\x14.aura.v1.KVTxnOutputH\x00R\x02kv\x129\n" +
 	"\n" +
 	"bank_audit\x18\x15 \x01(\v2\x18.aura.v1.BankAuditOutputH\x00R\tbankAuditB\b\n" +
-	"\x06output\"\xec\x02\n" +
+	"\x06output\"\x93\x03\n" +
 	"\vTxnCounters\x12\x14\n" +
 	"\x05reads\x18\x01 \x01(\x04R\x05reads\x12\x16\n" +
 	"\x06writes\x18\x02 \x01(\x04R\x06writes\x12\x18\n" +
@@ -1686,7 +1698,8 @@ const file_aura_v1_txn_proto_rawDesc = "" +
 	"\n" +
 	"rdma_reads\x18\v \x01(\x04R\trdmaReads\x12\x1f\n" +
 	"\vrdma_writes\x18\f \x01(\x04R\n" +
-	"rdmaWrites\":\n" +
+	"rdmaWrites\x12%\n" +
+	"\x0elock_redirects\x18\r \x01(\x04R\rlockRedirects\":\n" +
 	"\vKVTxnOutput\x12+\n" +
 	"\x05reads\x18\x01 \x03(\v2\x15.aura.v1.KVReadResultR\x05reads\"\x80\x01\n" +
 	"\fKVReadResult\x12*\n" +

@@ -246,9 +246,10 @@ func slicesContainsOutcome(m map[control.CohortID]transfer.Outcome, want ...tran
 func (a *Actor) collectRecords() {
 	for _, r := range a.xfer.Finished() {
 		if len(a.freezeMicros) >= maxFreezeSamples {
-			a.freezeMicros = a.freezeMicros[1:]
+			a.freezeMicros, a.drainMicros = a.freezeMicros[1:], a.drainMicros[1:]
 		}
 		a.freezeMicros = append(a.freezeMicros, r.FreezeMicros)
+		a.drainMicros = append(a.drainMicros, r.DrainMicros)
 		lvl := a.log.Debug
 		if r.Stuck || r.Outcome == transfer.Kept {
 			lvl = a.log.Warn

@@ -140,10 +140,12 @@ type Status struct {
 	// ones (non-zero after taking over from another planner).
 	Base uint64
 	// Transfer counts the migration protocol's work (zero without a
-	// Migrator); FreezeMicros are the freeze windows of the last finished
-	// migrations (at most 4,096, oldest first).
+	// Migrator); FreezeMicros and DrainMicros are the freeze windows and
+	// drain times of the last finished migrations (at most 4,096, oldest
+	// first; see transfer.Record).
 	Transfer     transfer.Stats
 	FreezeMicros []int64
+	DrainMicros  []int64
 }
 
 // GetStatus asks the actor for its Status.
@@ -205,6 +207,7 @@ type Actor struct {
 	// awaits every node's acknowledgement before Publish is sent.
 	publishedRound bool
 	freezeMicros   []int64
+	drainMicros    []int64
 	// resetEpoch is the empty map published on taking over, until every
 	// node acknowledged it; quietUntil (planner micros) then holds planning
 	// for one drain deadline.
@@ -319,6 +322,7 @@ func (a *Actor) Receive(ctx actor.Context) {
 		st := a.status
 		st.Roster = slices.Clone(st.Roster)
 		st.FreezeMicros = slices.Clone(a.freezeMicros)
+		st.DrainMicros = slices.Clone(a.drainMicros)
 		ctx.Respond(st)
 	}
 }
