@@ -255,6 +255,17 @@ func (n *Node) HandleUnlock(req *messages.UnlockRequest) *messages.UnlockReply {
 	return n.own.svc.HandleUnlock(req)
 }
 
+// HeldCohorts returns the cohorts the node still holds: owned, or frozen
+// and not yet retired (0 without the owner path).
+func (n *Node) HeldCohorts() int {
+	if n.own == nil {
+		return 0
+	}
+	n.own.mu.Lock()
+	defer n.own.mu.Unlock()
+	return len(n.own.owned) + len(n.own.frozen)
+}
+
 // OwnerMapEpoch returns the OwnerMap epoch installed on the node (0 without
 // the owner path or before the first map).
 func (n *Node) OwnerMapEpoch() uint64 {

@@ -440,8 +440,8 @@ func (m *Membership) Settled(d time.Duration) bool {
 }
 
 // SettledExceptLeaves is Settled with graceful leaves not counted as
-// changes: the view has had no join, failure or metadata update for at
-// least d. Settling exists so that a flapping node (suspected, then back)
+// changes (nor the metadata updates that announce them, RoleLeaving): the
+// view has had no join, failure or other metadata update for at least d. Settling exists so that a flapping node (suspected, then back)
 // does not make the planner move cohorts back and forth; a node that
 // announced its departure cannot come back as the same run (a restart is a
 // join), so its leave can be acted on at once. False before the first
@@ -512,7 +512,9 @@ func (m *Membership) apply(kind EventKind, n *memberlist.Node) {
 	}
 	m.epoch++
 	m.lastChange = now
-	if kind != EventLeave {
+	// A leave, or an update announcing one (RoleLeaving), is final for
+	// that run of the node: the planner may act on it at once.
+	if kind != EventLeave && !(kind == EventUpdate && mem.HasRole(RoleLeaving)) {
 		m.lastUnrest = now
 	}
 	m.log.Info("cluster: member "+kind.String(), "member", mem.Name, "addr", mem.Addr,

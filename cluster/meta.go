@@ -51,6 +51,10 @@ const (
 	RoleCN      = "cn"      // compute node: runs transaction and owner actors
 	RolePlanner = "planner" // may host the planner singleton
 	RoleMN      = "mn"      // memory node
+	// RoleLeaving marks a compute node that is leaving gracefully: the
+	// planner moves its cohorts to the others (with the migration
+	// protocol) before it leaves the membership.
+	RoleLeaving = "leaving"
 )
 
 var (

@@ -37,6 +37,23 @@ func PlannerNode(members []Member, order []string) string {
 // roster slots to nodes without one in this order, so a static order yields
 // the same owner indexes as a static roster would.
 func ComputeNodes(members []Member, order []string) []string {
+	return computeNodes(members, order)
+}
+
+// LeavingNodes returns the compute nodes among members that announced a
+// graceful leave (RoleLeaving), sorted.
+func LeavingNodes(members []Member) []string {
+	var out []string
+	for _, m := range members {
+		if m.HasRole(RoleCN) && m.HasRole(RoleLeaving) {
+			out = append(out, m.Name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func computeNodes(members []Member, order []string) []string {
 	var names, rest []string
 	for _, n := range order {
 		i := slices.IndexFunc(members, func(m Member) bool { return m.Name == n })

@@ -2,7 +2,9 @@ package planner
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -242,9 +244,20 @@ func slicesContainsOutcome(m map[control.CohortID]transfer.Outcome, want ...tran
 	return false
 }
 
-// collectRecords logs finished migrations and keeps their freeze windows.
+// collectRecords logs finished migrations and keeps their freeze windows;
+// one line at info per round, once all of its migrations finished.
 func (a *Actor) collectRecords() {
 	for _, r := range a.xfer.Finished() {
+		a.round.n++
+		a.round.freezeMax = max(a.round.freezeMax, r.FreezeMicros)
+		switch r.Outcome {
+		case transfer.Moved:
+			a.round.moved = append(a.round.moved, fmt.Sprintf("%d:%s>%s", r.Move.Cohort, r.Move.From, r.Move.To))
+		case transfer.Evicted:
+			a.round.evicted++
+		case transfer.Kept:
+			a.round.kept++
+		}
 		if len(a.freezeMicros) >= maxFreezeSamples {
 			a.freezeMicros, a.drainMicros = a.freezeMicros[1:], a.drainMicros[1:]
 		}
@@ -260,6 +273,21 @@ func (a *Actor) collectRecords() {
 			"aborted_holders", r.AbortedHolders, "stuck", r.Stuck, "reason", r.Reason)
 	}
 	a.status.Transfer = a.xfer.Stats()
+	if a.round.n > 0 && !a.xfer.Active() {
+		const maxListed = 16 // bounds the line
+		listed := a.round.moved[:min(len(a.round.moved), maxListed)]
+		a.log.Info("migrations done", "epoch", a.status.Epoch, "migrations", a.round.n, "moved", len(a.round.moved),
+			"evicted", a.round.evicted, "rolled_back", a.round.kept, "freeze_max_us", a.round.freezeMax,
+			"moves", strings.Join(listed, ","))
+		a.round = roundLog{}
+	}
+}
+
+// roundLog accumulates one round's finished migrations for its log line.
+type roundLog struct {
+	n, evicted, kept int
+	moved            []string
+	freezeMax        int64
 }
 
 // trackInstallEpochs records, for every cohort of m (about to be

@@ -116,6 +116,10 @@ type Nodes struct {
 	Names           []string
 	MembershipEpoch uint64
 	Unsettled       bool
+	// Leaving are live nodes leaving gracefully: they receive no cohort
+	// and the planner moves theirs to the others (migrations, so they are
+	// drained and handed off before the node goes).
+	Leaving []string
 }
 
 // Status is the planner's state, returned for a GetStatus request.
@@ -208,6 +212,7 @@ type Actor struct {
 	publishedRound bool
 	freezeMicros   []int64
 	drainMicros    []int64
+	round          roundLog
 	// resetEpoch is the empty map published on taking over, until every
 	// node acknowledged it; quietUntil (planner micros) then holds planning
 	// for one drain deadline.
@@ -333,7 +338,8 @@ func dropGone[V any](m map[string]V, live map[string]bool) {
 }
 
 func (a *Actor) setNodes(ctx actor.Context, n Nodes) {
-	a.nodes = Nodes{Names: append([]string(nil), n.Names...), MembershipEpoch: n.MembershipEpoch, Unsettled: n.Unsettled}
+	a.nodes = Nodes{Names: append([]string(nil), n.Names...), MembershipEpoch: n.MembershipEpoch, Unsettled: n.Unsettled,
+		Leaving: slices.Clone(n.Leaving)}
 	a.status.MembershipEpoch = n.MembershipEpoch
 	was := maps.Clone(a.live)
 	clear(a.live)
@@ -468,8 +474,11 @@ func (a *Actor) maybeSettled() {
 func (a *Actor) state() []ownership.NodeState {
 	st := make([]ownership.NodeState, a.cfg.Loop.Nodes)
 	for i := range st {
-		if i >= len(a.roster) || a.roster[i] == "" || !a.live[a.roster[i]] {
+		switch {
+		case i >= len(a.roster) || a.roster[i] == "" || !a.live[a.roster[i]]:
 			st[i] = ownership.NodeDown
+		case slices.Contains(a.nodes.Leaving, a.roster[i]):
+			st[i] = ownership.NodeLeaving
 		}
 	}
 	return st

@@ -344,13 +344,25 @@ func runNode(ctx context.Context, f *nodeFlags, stdout, stderr io.Writer) error 
 	fmt.Fprintf(stdout, "%s%s remote %s gossip %s\n", nodeReadyPrefix, f.name, rem.Address(), gaddr)
 	log.Info("node ready", "remote", rem.Address(), "gossip", gaddr, "members", len(mem.Members()))
 
-	pl.run(ctx) // until ctx ends: keeps the planner placed, tells it the live nodes
+	// The placement loop keeps the planner placed and tells it the live
+	// nodes until the node has handed its cohorts off.
+	runCtx, stopRun := context.WithCancel(context.Background())
+	placed := make(chan struct{})
+	go func() {
+		defer close(placed)
+		pl.run(runCtx)
+	}()
+	<-ctx.Done()
 	log.Info("leaving")
 	if mgmt != nil {
 		mgmt.shutdown() // first: no topology served from a node on its way out
 	}
-	// Stop granting owned cohorts first: the planner reassigns them as soon
-	// as the others see this node leave, without waiting for --settle.
+	handOff(mem, node, f.leave, log)
+	stopRun()
+	<-placed
+	// Stop granting whatever is still owned (a handoff past the timeout):
+	// the planner reassigns it as soon as the others see this node leave,
+	// without waiting for --settle.
 	if err := node.Relinquish(); err != nil {
 		log.Warn("relinquish", "err", err)
 	}
@@ -361,6 +373,31 @@ func runNode(ctx context.Context, f *nodeFlags, stdout, stderr io.Writer) error 
 	_ = mem.Shutdown()
 	sys.Shutdown()
 	return err
+}
+
+// handOff announces a graceful leave (RoleLeaving in the node's metadata)
+// and waits, at most budget, until the planner has moved every cohort of
+// the node to the others with the migration protocol (frozen, drained,
+// handed off, retired here).
+func handOff(mem *cluster.Membership, node *actors.Node, budget time.Duration, log *slog.Logger) {
+	start := time.Now()
+	meta := mem.LocalMeta()
+	if !meta.HasRole(cluster.RoleLeaving) {
+		meta.Roles = append(meta.Roles, cluster.RoleLeaving)
+	}
+	if err := mem.UpdateMeta(meta, budget); err != nil {
+		log.Warn("announce leave", "err", err)
+		return
+	}
+	const poll = 20 * time.Millisecond
+	for node.HeldCohorts() > 0 {
+		if time.Since(start) >= budget {
+			log.Warn("handoff before leaving timed out", "cohorts", node.HeldCohorts(), "waited", time.Since(start))
+			return
+		}
+		time.Sleep(poll)
+	}
+	log.Info("cohorts handed off", "took", time.Since(start))
 }
 
 // lockTagID is the node's number in lock tags (occ: unique per cluster,
@@ -522,6 +559,6 @@ func (p *plannerHost) step() {
 	}
 	if p.pid != nil {
 		p.sys.Root.Send(p.pid, planner.Nodes{Names: cluster.ComputeNodes(members, p.order), MembershipEpoch: epoch,
-			Unsettled: !p.mem.SettledExceptLeaves(p.settle)})
+			Unsettled: !p.mem.SettledExceptLeaves(p.settle), Leaving: cluster.LeavingNodes(members)})
 	}
 }

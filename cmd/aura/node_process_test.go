@@ -530,9 +530,10 @@ func processLeakOptions() []goleak.Option {
 // compute nodes without --nodes (the roster comes from membership, the
 // planner sits on the lowest name) under TPC-C from this process, then:
 // a fourth node joins (the planner gives it a roster slot within 2 s, and
-// cohorts soon after), and a non-planner node is stopped with SIGTERM (the
-// others see it leave within 1 s, its cohorts go to the others and no map
-// names it after that), and then a new process rejoins under its name (it
+// cohorts soon after), and a non-planner node is stopped with SIGTERM (it
+// announces its leave, the planner moves its cohorts to the others with the
+// migration protocol, then it leaves: the others see it leave within 1 s
+// of the signal, and no map names it after that), and then a new process rejoins under its name (it
 // owns cohorts again). Transactions commit in every phase and the TPC-C
 // consistency conditions hold at the end.
 func TestNodeProcessesJoinAndLeaveUnderLoad(t *testing.T) {
@@ -609,6 +610,21 @@ func TestNodeProcessesJoinAndLeaveUnderLoad(t *testing.T) {
 	}
 	t.Logf("leave: seen as a leave %v after SIGTERM; first map without cn-3 %v after SIGTERM", left.Round(time.Millisecond),
 		gone.Round(time.Millisecond))
+	// It handed its cohorts off (migrations: frozen, drained, moved or
+	// evicted) before it left, not after.
+	if out := n3.stderr.String(); !strings.Contains(out, `msg="cohorts handed off"`) {
+		t.Errorf("cn-3 left without handing its cohorts off:\n%s", lastLines(out, 20))
+	}
+	handedOff := false
+	for _, l := range leaveLog.lines() {
+		if strings.Contains(l, `msg="migrations done"`) && strings.Contains(l, ":cn-3>") {
+			handedOff = true
+			t.Logf("planner: %s", l[strings.Index(l, "msg="):])
+		}
+	}
+	if !handedOff {
+		t.Errorf("the planner moved no cohort off cn-3 with the migration protocol")
+	}
 	time.Sleep(2 * time.Second)
 	// Of the maps published after the planner's node saw the leave, at
 	// most two may still name cn-3: one planned before the planner heard
@@ -852,4 +868,10 @@ func TestNodeWaitsForTheTables(t *testing.T) {
 	if err := awaitLoaded(cctx, other, time.Hour, quiet); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("cancelled wait: %v", err)
 	}
+}
+
+// lastLines returns the last n lines of s.
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
