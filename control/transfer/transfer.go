@@ -136,9 +136,11 @@ type Record struct {
 	// SettleMicros is Start → the round settled (every migration of the
 	// round has an outcome; the map is published then).
 	SettleMicros int64
-	// FreezeMicros is the freeze window: Start → every node acknowledged
-	// the map that records the outcome (Published), during which the
-	// cohort granted nowhere.
+	// FreezeMicros is the freeze window: the old owner's FreezeAck (Start
+	// when it never answered one) → every node acknowledged the map that
+	// records the outcome (Published). The cohort grants nowhere in it:
+	// frozen at the old owner, and at the new one only to requesters that
+	// already hold that map.
 	FreezeMicros int64
 	// AbortedHolders are the transactions the drain fenced.
 	AbortedHolders uint32
@@ -591,7 +593,7 @@ func (c *Controller) Published(now int64) ([]Send, error) {
 		if m.step != ready {
 			continue
 		}
-		m.rec.FreezeMicros = now - m.started
+		m.rec.FreezeMicros = now - (m.started + m.rec.FrozenMicros)
 		m.rec.SettleMicros = c.settledAt - m.started
 		if m.out == Kept {
 			// Rolled back: A thawed it, nothing to retire.
