@@ -65,8 +65,12 @@ type NodeConfig struct {
 
 // DefaultNodeConfig returns the defaults documented on NodeConfig.
 func DefaultNodeConfig(name string) NodeConfig {
+	// Exactly once: a client that retries a transaction whose reply it
+	// lost, on this node or another, must not have it committed twice.
+	eng := occ.DefaultConfig()
+	eng.ExactlyOnce = true
 	return NodeConfig{Name: name, Coordinators: 8, AtomicActors: 2, MailboxSize: 1024,
-		RequestTimeout: 10 * time.Second, ResultCacheSize: 1 << 16, Engine: occ.DefaultConfig()}
+		RequestTimeout: 10 * time.Second, ResultCacheSize: 1 << 16, Engine: eng}
 }
 
 // Validate reports every problem at once.
@@ -383,6 +387,11 @@ func (c *coordinatorActor) run(msg *messages.TxnSubmit) *messages.TxnResult {
 	switch r.Outcome {
 	case occ.Committed:
 		res.Outcome = messages.TxnOutcome_TXN_OUTCOME_COMMITTED
+		if r.Replayed {
+			// Committed by another attempt (the commit ledger): this one
+			// wrote nothing, so its outputs are not the committed ones.
+			res.Replayed, res.Output = true, nil
+		}
 	case occ.RolledBack:
 		res.Outcome = messages.TxnOutcome_TXN_OUTCOME_ROLLED_BACK
 	case occ.Aborted:
@@ -395,7 +404,7 @@ func (c *coordinatorActor) run(msg *messages.TxnSubmit) *messages.TxnResult {
 	if r.Outcome == occ.Committed || r.Outcome == occ.RolledBack {
 		n.cache.put(msg.GetTxnId(), res)
 	}
-	if r.Outcome == occ.Committed && n.own != nil {
+	if r.Outcome == occ.Committed && !r.Replayed && n.own != nil {
 		n.own.record(msg, r.Counters)
 	}
 	return res

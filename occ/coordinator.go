@@ -79,7 +79,16 @@ type Result struct {
 	Outcome  Outcome
 	Err      error // nil when committed
 	Counters Counters
+	// Replayed: Outcome is Committed because another attempt of the same
+	// transaction id committed it (found in the commit ledger); this
+	// attempt wrote nothing and its program's outputs are not the
+	// committed attempt's.
+	Replayed bool
 }
+
+// errReplayed ends an attempt whose transaction the commit ledger shows
+// committed by another attempt.
+var errReplayed = errors.New("occ: transaction committed by another attempt")
 
 // maxInsertCandidates bounds the free slots an Insert tries to lock when
 // the locker refuses one (a free owner sentinel of a cohort owned elsewhere).
@@ -161,6 +170,8 @@ func (t *tx) run(prog txn.Program) Result {
 	switch {
 	case cleanupErr != nil:
 		return Result{Outcome: Failed, Err: errors.Join(err, cleanupErr)}
+	case errors.Is(err, errReplayed):
+		return Result{Outcome: Committed, Replayed: true}
 	case errors.Is(err, txn.ErrRollback):
 		return Result{Outcome: RolledBack, Err: err}
 	case errors.Is(err, txn.ErrConflict), errors.Is(err, rdma.ErrConnectionLost), errors.Is(err, rdma.ErrFlushed):
@@ -610,6 +621,15 @@ func (t *tx) validate() error {
 		ignore uint64 // the insert's own slot
 	}
 	var checks []check
+	// The commit ledger's word of this transaction (see "Exactly once" in
+	// the package documentation): read with the validation, only by
+	// transactions that write.
+	ledger := -1
+	if t.c.e.cfg.ExactlyOnce && t.writes() {
+		ledger = len(wrs)
+		wrs = append(wrs, rdma.WorkRequest{Op: rdma.OpRead, RKey: t.c.e.layout.Ledger.RKey,
+			RemoteAddr: store.LedgerAddr(t.c.e.layout.Ledger, t.id), Local: make([]byte, 8)})
+	}
 	// Inserts publish their key before validating, so that two concurrent
 	// inserts of one key cannot both validate (each sees the other's claim).
 	for _, r := range t.order {
@@ -650,6 +670,9 @@ func (t *tx) validate() error {
 	if _, err := t.exec(wrs); err != nil {
 		return err
 	}
+	if ledger >= 0 && binary.LittleEndian.Uint64(wrs[ledger].Local) == t.id {
+		return errReplayed
+	}
 	for _, c := range checks {
 		switch c.kind {
 		case 0:
@@ -677,6 +700,18 @@ func (t *tx) validate() error {
 		}
 	}
 	return nil
+}
+
+// writes reports whether the transaction writes (updates, inserts or
+// deletes a record): only those go through the commit ledger, as running a
+// read-only transaction twice changes nothing.
+func (t *tx) writes() bool {
+	for _, r := range t.order {
+		if t.locks[r].dirty {
+			return true
+		}
+	}
+	return false
 }
 
 func (t *tx) tableOf(r txn.Ref) *store.TableLayout {
@@ -769,6 +804,13 @@ func (t *tx) heldByTag(ctx context.Context) (map[uint64]bool, error) {
 // not in held are skipped and the others are released by CAS.
 func (t *tx) finishVerbs(commit bool, held map[uint64]bool) []rdma.WorkRequest {
 	var values, headers []rdma.WorkRequest
+	if commit && t.c.e.cfg.ExactlyOnce && t.writes() {
+		// First, so that it lands before any lock is released.
+		id := make([]byte, 8)
+		binary.LittleEndian.PutUint64(id, t.id)
+		values = append(values, rdma.WorkRequest{Op: rdma.OpWrite, RKey: t.c.e.layout.Ledger.RKey,
+			RemoteAddr: store.LedgerAddr(t.c.e.layout.Ledger, t.id), Local: id})
+	}
 	for _, r := range t.order {
 		l := t.locks[r]
 		rkey, addr := l.t.Region.RKey, l.req.SlotAddr

@@ -84,4 +84,33 @@
 // transaction took after ours was released. Only when the memory node stays
 // unreachable past CleanupTimeout is the outcome reported as Failed, with its
 // locks possibly still held.
+//
+// # Exactly once
+//
+// A client that loses the reply to a transaction resubmits it under the
+// same transaction id, perhaps to another compute node (the first one
+// crashed, or the cohort moved). With Config.ExactlyOnce, a transaction
+// that writes stores its id in its word of the memory node's commit ledger
+// (store.LedgerAddr) as the first verb of its write-back, and reads that
+// word in its validation doorbell: an attempt that finds its own id there
+// ends as Committed with Result.Replayed and writes nothing. Costs: one
+// READ and one WRITE per writing transaction, in doorbells it posts anyway
+// (no round trip, no atomic).
+//
+// Why the read cannot miss a committed attempt: two attempts of one
+// transaction lock at least one common record (a transaction's write set is
+// fixed by its input, or includes a counter of its partition, in every
+// AURA workload). The later attempt validates only while it holds that
+// lock, which it got after the earlier attempt released it; the earlier
+// attempt released it in its write-back's headers, after its ledger WRITE
+// (in an earlier doorbell, or in the same one, which the memory node
+// applies in order). So a committed earlier attempt's id is in the word
+// when the later one reads it. Attempts that write disjoint records could
+// both commit; a transaction whose program can do that must not rely on
+// this. The word is shared with the client's transaction LedgerRing later
+// (and, for ids not of the (client << 40) | sequence form, with whatever
+// hashes there), so a retry must come before that one commits — a
+// closed-loop client retries before it moves on. TestExactlyOnceAcrossNodes
+// and TestExactlyOnceConcurrentAttempts check it, and fail without the
+// ledger read.
 package occ

@@ -32,6 +32,15 @@ type Config struct {
 	// CleanupBackoff is the first pause between those retries; it doubles up
 	// to a quarter of CleanupTimeout. Default 2 ms.
 	CleanupBackoff time.Duration
+	// ExactlyOnce makes every transaction that writes go through the commit
+	// ledger (see "Exactly once" in the package documentation): one more
+	// READ in its validation doorbell and one more WRITE in its write-back,
+	// no atomic. It requires transaction ids to name transactions, not
+	// attempts: two different transactions must never share an id (all of
+	// AURA's clients number them (client << 40) | sequence). Default false
+	// (the engine alone does not know how its callers number transactions);
+	// compute nodes turn it on.
+	ExactlyOnce bool
 }
 
 // DefaultConfig returns the defaults documented on Config.

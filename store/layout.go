@@ -113,6 +113,8 @@ func mix(x uint64) uint64 {
 type Layout struct {
 	Schema txn.Schema
 	tables map[txn.TableID]*TableLayout
+	// Ledger is the commit ledger's region (see LedgerAddr).
+	Ledger rdma.Region
 }
 
 // Table returns the layout of table id.
@@ -153,6 +155,11 @@ func Create(ctx context.Context, dev rdma.Device, schema txn.Schema) (*Layout, e
 		}
 		l.tables[t.ID] = &TableLayout{Table: t, Region: r, Buckets: buckets, SlotSize: slotSize, BucketSize: slotSize * SlotsPerBucket}
 	}
+	r, err := dev.RegisterRegion(ctx, LedgerRegionName, LedgerBytes)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("store: commit ledger: %w", err))
+	}
+	l.Ledger = r
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
