@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -212,6 +211,7 @@ type Client struct {
 	cfg     Config
 	sys     *actor.ActorSystem
 	http    *http.Client
+	api     *API
 	rule    workload.Rule
 	cur     atomic.Pointer[view]
 	kick    chan struct{}
@@ -245,6 +245,7 @@ func New(ctx context.Context, cfg Config, sys *actor.ActorSystem) (*Client, erro
 		tr.MaxIdleConnsPerHost = 2 // the refresh loop's two requests
 		c.http = &http.Client{Timeout: cfg.HTTPTimeout, Transport: tr}
 	}
+	c.api = &API{Addr: cfg.URL.HTTPAddr, Token: cfg.URL.Token, HTTP: c.http, MaxResponseBytes: max(cfg.MaxResponseBytes, int64(cfg.MaxManifestBytes))}
 	seed := Worker{WorkerIndex: 0, WorkerID: cfg.URL.Addr(), Address: cfg.URL.Addr(), TCPListenPort: cfg.URL.Port}
 	c.cur.Store(&view{workers: []Worker{seed}, byIndex: map[int]int{0: 0}, static: StaticFallback(cfg.Workload, 1)})
 	_ = c.Refresh(ctx)
@@ -406,30 +407,17 @@ func (c *Client) checkWorkers(ws []Worker) ([]Worker, error) {
 
 // get fetches path from the management API, reading at most limit bytes.
 func (c *Client) get(ctx context.Context, path string, limit int64) ([]byte, http.Header, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+c.cfg.URL.HTTPAddr+path, nil)
-	if err != nil {
-		return nil, nil, err
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return nil, nil, fmt.Errorf("client: %s: %w", path, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
-	if err != nil {
-		return nil, nil, fmt.Errorf("client: %s: %w", path, err)
-	}
-	if int64(len(body)) > limit {
-		return nil, nil, fmt.Errorf("client: %s: response above %d bytes", path, limit)
-	}
-	if resp.StatusCode != http.StatusOK {
-		ae := &APIError{Status: resp.StatusCode}
-		if json.Unmarshal(body, ae) != nil || ae.Code == "" {
-			ae.Code, ae.Message = http.StatusText(resp.StatusCode), string(body[:min(len(body), 200)])
-		}
-		return nil, nil, fmt.Errorf("client: %s: %w", path, ae)
-	}
-	return body, resp.Header, nil
+	return c.api.get(ctx, path, limit)
+}
+
+// Topology reads the management API's topology now (the client's cached
+// view is Workers and Epoch).
+func (c *Client) Topology(ctx context.Context) (Topology, error) { return c.api.Topology(ctx) }
+
+// PartitionRoute asks the management API where key goes under rule (see
+// API.PartitionRoute).
+func (c *Client) PartitionRoute(ctx context.Context, rule string, key []uint64, minEpoch uint64) (PartitionRoute, error) {
+	return c.api.PartitionRoute(ctx, rule, key, minEpoch)
 }
 
 // StaticFallback is the workload's static placement of partition values

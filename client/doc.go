@@ -4,11 +4,14 @@
 //
 // A Client is made from a connection string (ParseURL):
 //
-//	aura://HOST:PORT/DB?http_addr=HOST:PORT
+//	aura://HOST:PORT/DB?http_addr=HOST:PORT[&token=TOKEN]
 //
 // HOST:PORT is one node's protoactor remote address; http_addr is a node's
-// management API (`aura node --http`). The client reads two documents from
-// that API (SPEC §8):
+// management API (`aura node --http`); token, when the API requires one
+// (`aura node --auth-token`), is sent as an "Authorization: Bearer" header
+// on every API request. URL.String and every error redact it; only
+// URL.StringWithToken shows it. The client reads two documents from that
+// API (SPEC §8):
 //
 //   - GET /management/topology: the live workers (compute nodes) with their
 //     owner index, name, remote address and owned cohorts, and the node's
@@ -40,6 +43,12 @@
 //     own cap), workers (Config.MaxWorkers), HTTP time
 //     (Config.HTTPTimeout), submit attempts per call (Config.MaxAttempts,
 //     each bounded by Config.Call) are all limited.
+//
+// API (FetchTopology, API.Topology, API.PartitionRoute, and the same on a
+// Client) calls the management API directly: the topology, and where a
+// key tuple goes under a named partition rule (package rules), with the
+// API's {code, message} errors as *APIError (IsCode tests a code). The
+// aura topology and aura route commands use it.
 //
 // What it does not do: it does not retry aborted transactions (the caller
 // resubmits them with the same transaction id and a higher attempt number;

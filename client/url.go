@@ -28,14 +28,51 @@ type URL struct {
 	// HTTPAddr is the HOST:PORT of a node's management API (aura node
 	// --http).
 	HTTPAddr string
+	// Token is the management API's bearer token (the optional token query
+	// parameter; aura node --auth-token), "" when it has none. String and
+	// errors never show it.
+	Token string
+}
+
+// MaxTokenBytes bounds a bearer token: 256 bytes hold any random token
+// with room to spare, and keep the header small.
+const MaxTokenBytes = 256
+
+// CheckToken accepts 1..MaxTokenBytes bytes of visible ASCII (no spaces):
+// what a bearer token header and a query parameter carry unchanged.
+func CheckToken(tok string) error {
+	if tok == "" || len(tok) > MaxTokenBytes {
+		return fmt.Errorf("token of %d bytes, want 1..%d", len(tok), MaxTokenBytes)
+	}
+	for _, c := range []byte(tok) {
+		if c <= ' ' || c > '~' {
+			return errors.New("token has a byte outside visible ASCII")
+		}
+	}
+	return nil
 }
 
 // Addr returns HOST:PORT of the node's remote address.
 func (u URL) Addr() string { return net.JoinHostPort(u.Host, strconv.Itoa(u.Port)) }
 
-// String returns the connection string.
+// String returns the connection string, with the token (if any) replaced
+// by "REDACTED" so that it is safe to log.
 func (u URL) String() string {
-	return fmt.Sprintf("%s://%s/%s?http_addr=%s", Scheme, u.Addr(), u.DB, u.HTTPAddr)
+	s := fmt.Sprintf("%s://%s/%s?http_addr=%s", Scheme, u.Addr(), u.DB, u.HTTPAddr)
+	if u.Token != "" {
+		s += "&token=REDACTED"
+	}
+	return s
+}
+
+// StringWithToken returns the connection string with the token: for
+// handing to another process, never for logging.
+func (u URL) StringWithToken() string {
+	s := fmt.Sprintf("%s://%s/%s?http_addr=%s", Scheme, u.Addr(), u.DB, u.HTTPAddr)
+	if u.Token != "" {
+		s += "&token=" + url.QueryEscape(u.Token)
+	}
+	return s
 }
 
 // Sentinel errors, wrapped in a *URLError by ParseURL.
@@ -55,9 +92,11 @@ var (
 	// ErrBadHTTPAddr: an http_addr that is not HOST:PORT with a port in
 	// 1..65535.
 	ErrBadHTTPAddr = errors.New("bad http_addr")
-	// ErrUnknownParameter: a query parameter other than http_addr, or
-	// http_addr given twice.
+	// ErrUnknownParameter: a query parameter other than http_addr and
+	// token, or one given twice.
 	ErrUnknownParameter = errors.New("unknown query parameter")
+	// ErrBadToken: an empty token, or one that CheckToken refuses.
+	ErrBadToken = errors.New("bad token")
 )
 
 // URLError reports why a connection string was refused; errors.Is matches
@@ -76,16 +115,18 @@ func (e *URLError) Error() string {
 	if e.Detail != "" {
 		s += ": " + e.Detail
 	}
-	return s + " (want aura://HOST:PORT/DB?http_addr=HOST:PORT)"
+	return s + " (want aura://HOST:PORT/DB?http_addr=HOST:PORT[&token=T])"
 }
 
 func (e *URLError) Unwrap() error { return e.Err }
 
-// ParseURL parses aura://HOST:PORT/DB?http_addr=HOST:PORT. HOST may be a
-// name, an IPv4 address or a bracketed IPv6 address; both ports must be in
-// 1..65535 (port 0 names no listener); DB is optional. It never panics.
+// ParseURL parses aura://HOST:PORT/DB?http_addr=HOST:PORT[&token=T]. HOST
+// may be a name, an IPv4 address or a bracketed IPv6 address; both ports
+// must be in 1..65535 (port 0 names no listener); DB is optional; token is
+// the management API's bearer token (CheckToken). It never panics, and its
+// errors never show the token.
 func ParseURL(s string) (URL, error) {
-	in := s
+	in := redactToken(s)
 	if len(in) > 128 {
 		in = in[:128] + "…"
 	}
@@ -135,8 +176,14 @@ func ParseURL(s string) (URL, error) {
 		return fail(ErrBadURL, "query: %v", err)
 	}
 	for k, v := range q {
-		if k != "http_addr" || len(v) != 1 {
+		if k != "http_addr" && k != "token" || len(v) != 1 {
 			return fail(ErrUnknownParameter, "%q", k)
+		}
+	}
+	tok, hasTok := q["token"]
+	if hasTok {
+		if err := CheckToken(tok[0]); err != nil {
+			return fail(ErrBadToken, "%v", err)
 		}
 	}
 	ha := q.Get("http_addr")
@@ -150,7 +197,29 @@ func ParseURL(s string) (URL, error) {
 	if _, ok := parsePort(hp); !ok {
 		return fail(ErrBadHTTPAddr, "%q: port", ha)
 	}
-	return URL{Host: host, Port: p, DB: db, HTTPAddr: ha}, nil
+	return URL{Host: host, Port: p, DB: db, HTTPAddr: ha, Token: q.Get("token")}, nil
+}
+
+// redactToken replaces the value after every "token=" of a raw connection
+// string, so that errors quoting it do not leak the token.
+func redactToken(s string) string {
+	const k = "token="
+	var b strings.Builder
+	for {
+		i := strings.Index(s, k)
+		if i < 0 {
+			b.WriteString(s)
+			return b.String()
+		}
+		b.WriteString(s[:i+len(k)])
+		b.WriteString("REDACTED")
+		s = s[i+len(k):]
+		if j := strings.IndexAny(s, "&#"); j >= 0 {
+			s = s[j:]
+		} else {
+			s = ""
+		}
+	}
 }
 
 func parsePort(s string) (int, bool) {

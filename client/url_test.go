@@ -14,6 +14,7 @@ func TestParseURL(t *testing.T) {
 		{"aura://127.0.0.1:8001/tpcc?http_addr=127.0.0.1:8081", URL{Host: "127.0.0.1", Port: 8001, DB: "tpcc", HTTPAddr: "127.0.0.1:8081"}},
 		{"aura://cn-1.example:9/?http_addr=cn-1.example:80", URL{Host: "cn-1.example", Port: 9, HTTPAddr: "cn-1.example:80"}},
 		{"aura://[::1]:8001?http_addr=[::1]:8081", URL{Host: "::1", Port: 8001, HTTPAddr: "[::1]:8081"}},
+		{"aura://h:1/db?http_addr=h:2&token=s3cr%26t", URL{Host: "h", Port: 1, DB: "db", HTTPAddr: "h:2", Token: "s3cr&t"}},
 	}
 	for _, g := range good {
 		got, err := ParseURL(g.in)
@@ -21,9 +22,12 @@ func TestParseURL(t *testing.T) {
 			t.Errorf("ParseURL(%q) = %+v, %v; want %+v", g.in, got, err, g.want)
 			continue
 		}
-		again, err := ParseURL(got.String())
+		again, err := ParseURL(got.StringWithToken())
 		if err != nil || again != got {
 			t.Errorf("round trip of %q: %+v, %v", got.String(), again, err)
+		}
+		if got.Token != "" && strings.Contains(got.String(), got.Token) {
+			t.Errorf("String shows the token: %s", got.String())
 		}
 	}
 	bad := []struct {
@@ -40,7 +44,10 @@ func TestParseURL(t *testing.T) {
 		{"aura://127.0.0.1:8001/db?http_addr=", ErrMissingHTTPAddr},
 		{"aura://127.0.0.1:8001/db?http_addr=127.0.0.1", ErrBadHTTPAddr},
 		{"aura://127.0.0.1:8001/db?http_addr=127.0.0.1:x", ErrBadHTTPAddr},
-		{"aura://127.0.0.1:8001/db?http_addr=127.0.0.1:8081&token=x", ErrUnknownParameter},
+		{"aura://127.0.0.1:8001/db?http_addr=127.0.0.1:8081&user=x", ErrUnknownParameter},
+		{"aura://127.0.0.1:8001/db?http_addr=127.0.0.1:8081&token=", ErrBadToken},
+		{"aura://127.0.0.1:8001/db?http_addr=127.0.0.1:8081&token=a%20b", ErrBadToken},
+		{"aura://127.0.0.1:8001/db?http_addr=127.0.0.1:8081&token=a&token=b", ErrUnknownParameter},
 		{"aura://127.0.0.1:8001/db?http_addr=a:1&http_addr=b:2", ErrUnknownParameter},
 		{"aura://127.0.0.1:8001/a/b?http_addr=127.0.0.1:8081", ErrBadURL},
 		{"aura://u:p@127.0.0.1:8001/db?http_addr=127.0.0.1:8081", ErrBadURL},
@@ -57,12 +64,29 @@ func TestParseURL(t *testing.T) {
 	}
 }
 
+// TestURLErrorsHideTheToken: a refused connection string is quoted in the
+// error with its token redacted.
+func TestURLErrorsHideTheToken(t *testing.T) {
+	for _, in := range []string{
+		"aura://h:1/db?token=hunter2&http_addr=h",
+		"aura://h:0/db?http_addr=h:2&token=hunter2",
+		"aura://h:1/db?http_addr=h:2&token=hunter2&token=hunter2#x",
+		"aura://h:1/db?http_addr=h:2&token=hunter2%20x",
+	} {
+		_, err := ParseURL(in)
+		if err == nil || strings.Contains(err.Error(), "hunter2") || !strings.Contains(err.Error(), "token=REDACTED") {
+			t.Errorf("%q: %v", in, err)
+		}
+	}
+}
+
 // FuzzParseURL: ParseURL never panics, and what it accepts prints back to a
 // string it parses to the same URL.
 func FuzzParseURL(f *testing.F) {
 	f.Add("aura://127.0.0.1:8001/tpcc?http_addr=127.0.0.1:8081")
 	f.Add("aura://[::1]:8001?http_addr=[::1]:8081")
 	f.Add("aura://h:1/db?http_addr=h:2&x=y")
+	f.Add("aura://h:1/db?http_addr=h:2&token=t0k%2Ben")
 	f.Fuzz(func(t *testing.T, s string) {
 		u, err := ParseURL(s)
 		if err != nil {
@@ -72,9 +96,9 @@ func FuzzParseURL(f *testing.F) {
 			}
 			return
 		}
-		again, err := ParseURL(u.String())
+		again, err := ParseURL(u.StringWithToken())
 		if err != nil || again != u {
-			t.Fatalf("ParseURL(%q) = %+v; its String %q parses to %+v, %v", s, u, u.String(), again, err)
+			t.Fatalf("ParseURL(%q) = %+v; its StringWithToken %q parses to %+v, %v", s, u, u.StringWithToken(), again, err)
 		}
 	})
 }

@@ -62,6 +62,7 @@ type nodeFlags struct {
 	testTimings  bool
 	http         string
 	waitLoad     time.Duration
+	mgmt         mgmtFlags
 }
 
 func newNodeCmd() *cobra.Command {
@@ -142,7 +143,8 @@ transactions it accepted and exits 0.`,
 	fl.StringVar(&f.logFormat, "log-format", "text", "log format on stderr: text or json")
 	fl.BoolVar(&f.testTimings, "test-timings", false, "membership timings for loopback tests (fast failure detection)")
 	fl.DurationVar(&f.waitLoad, "wait-load", 0, "wait this long for the tables to be loaded (for example by 'aura bench --connect', which loads them before it drives the cluster) before giving up; 0: they must be loaded already")
-	fl.StringVar(&f.http, "http", "", "management API address, HOST:PORT (GET /management/topology and /management/ownermap, for aura bench --connect); empty: none")
+	fl.StringVar(&f.http, "http", "", "management API address, HOST:PORT (GET /management/topology, /management/partition-route and /management/ownermap, for aura bench --connect, aura topology and aura route); empty: none")
+	f.mgmt.register(fl)
 	return cmd
 }
 
@@ -255,6 +257,10 @@ func runNode(ctx context.Context, f *nodeFlags, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
+	mopts, err := f.mgmt.options(wl, os.Getenv)
+	if err != nil {
+		return err
+	}
 	dev, err := tcp.Dial(ctx, f.mn, tcp.ClientConfig{})
 	if err != nil {
 		return fmt.Errorf("memory node %s: %w", f.mn, err)
@@ -337,8 +343,8 @@ func runNode(ctx context.Context, f *nodeFlags, stdout, stderr io.Writer) error 
 	}
 	var mgmt *mgmtServer
 	if httpLn != nil {
-		mgmt = startMgmt(httpLn, node, mem, f.plannerOrder, log.With("component", "http"))
-		log.Info("management API listening", "addr", mgmt.Addr())
+		mgmt = startMgmt(httpLn, node, mem, f.plannerOrder, log.With("component", "http"), mopts)
+		log.Info("management API listening", "addr", mgmt.Addr(), "auth", mopts.AuthToken != "", "rules", mopts.Rules.Len())
 	}
 	gaddr := mem.Addr()
 	fmt.Fprintf(stdout, "%s%s remote %s gossip %s\n", nodeReadyPrefix, f.name, rem.Address(), gaddr)

@@ -692,10 +692,10 @@ func TestNodeProcessesJoinAndLeaveUnderLoad(t *testing.T) {
 // so a kill -9 cannot leave half a transaction. What it can leave are the
 // dead node's held lock words: records its in-flight transactions locked
 // stay locked (later transactions on them abort) until a repair sweep
-// frees them (the crash-recovery work of the migration and reliability
-// issues), and a transaction whose reply was lost may be run again
-// elsewhere by a client that retries it (cross-node deduplication by
-// transaction id is the migration issue's).
+// frees them (the crash-recovery work of the reliability issue). A
+// transaction whose reply was lost and that the client resubmits elsewhere
+// is answered from the commit ledger if it committed (package occ,
+// "Exactly once"), not run twice.
 func TestNodeProcessesSurviveCrashes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts five processes")

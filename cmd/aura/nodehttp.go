@@ -2,18 +2,30 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aura-runtime/aura/actors"
 	"github.com/aura-runtime/aura/client"
 	"github.com/aura-runtime/aura/cluster"
+	"github.com/aura-runtime/aura/control"
+	"github.com/aura-runtime/aura/control/router"
 	"github.com/aura-runtime/aura/manifest"
+	"github.com/aura-runtime/aura/rules"
+	"github.com/aura-runtime/aura/workload"
+	"github.com/spf13/pflag"
 )
 
 // Bounds of the management API's HTTP server. Requests are tiny GETs and
@@ -35,31 +47,73 @@ const (
 //   - GET /management/topology: the live compute nodes as workers (SPEC §8,
 //     with partition = cohort and worker = compute node), see
 //     client.Topology;
+//   - GET /management/partition-route?rule=NAME&key=K1,K2[&epoch=E]: where
+//     a key tuple goes (client.PartitionRoute): the named rule (package
+//     rules) maps it to a key group and partition value; the key group's
+//     cohort in the installed OwnerMap gives the owner, else the map's
+//     fallback table, else the workload's static fallback over the
+//     topology's workers — the choice client.Client makes for a
+//     transaction writing that key;
 //   - GET /management/ownermap: an AURA extension, the node's installed
 //     OwnerMap as a version-2 manifest (X-Aura-Epoch: its epoch), from
 //     which a client takes the cohort → key group overlay it routes by.
 //
-// Anything else is a JSON error {code, message} with its status.
+// With a token (aura node --auth-token), every request, to any path, must
+// carry "Authorization: Bearer TOKEN", or is answered 401 NotAuthorized
+// before anything else is looked at; the API has no unauthenticated health
+// endpoint. Anything else is a JSON error {code, message} with its status.
 type mgmtServer struct {
 	node  *actors.Node
 	mem   *cluster.Membership
 	order []string // --nodes
+	opts  mgmtOptions
 	log   *slog.Logger
 	srv   *http.Server
 	ln    net.Listener
 	done  chan struct{}
+
+	tokenSum [sha256.Size]byte // of opts.AuthToken
+
+	// authFailures counts refused requests; authLogged is the count when
+	// one was last logged, authLoggedAt (UnixNano) when.
+	authFailures atomic.Uint64
+	authMu       sync.Mutex
+	authLogged   uint64
+	authLoggedAt int64
+
+	rtMu    sync.Mutex
+	rtMap   *control.OwnerMap // the map rt was built from
+	rt      *router.Router
+	rtError error
+}
+
+// mgmtOptions are the management API's optional parts.
+type mgmtOptions struct {
+	// Rules are the partition rules the route endpoint serves (nil: none,
+	// every rule is NoSuchRule).
+	Rules *rules.Registry
+	// Workload chooses the static fallback (client.StaticFallback); nil:
+	// rendezvous hashing.
+	Workload workload.Workload
+	// AuthToken, when not empty, is the bearer token every request must
+	// carry.
+	AuthToken string
 }
 
 // startMgmt serves the management API on ln until shutdown.
-func startMgmt(ln net.Listener, node *actors.Node, mem *cluster.Membership, order []string, log *slog.Logger) *mgmtServer {
-	s := &mgmtServer{node: node, mem: mem, order: order, log: log, ln: ln, done: make(chan struct{})}
+func startMgmt(ln net.Listener, node *actors.Node, mem *cluster.Membership, order []string, log *slog.Logger, opts mgmtOptions) *mgmtServer {
+	s := &mgmtServer{node: node, mem: mem, order: order, opts: opts, log: log, ln: ln, done: make(chan struct{})}
+	if opts.AuthToken != "" {
+		s.tokenSum = sha256.Sum256([]byte(opts.AuthToken))
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc(client.TopologyPath, s.get(s.topology))
 	mux.HandleFunc(client.OwnerMapPath, s.get(s.ownerMap))
+	mux.HandleFunc(client.PartitionRoutePath, s.method(s.partitionRoute))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, http.StatusNotFound, "NotFound", "no such endpoint: "+r.URL.Path)
 	})
-	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: mgmtReadHeaderTimeout, ReadTimeout: mgmtReadTimeout,
+	s.srv = &http.Server{Handler: s.authenticate(mux), ReadHeaderTimeout: mgmtReadHeaderTimeout, ReadTimeout: mgmtReadTimeout,
 		WriteTimeout: mgmtWriteTimeout, IdleTimeout: mgmtIdleTimeout, MaxHeaderBytes: mgmtMaxHeaderBytes,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	go func() {
@@ -85,20 +139,27 @@ func (s *mgmtServer) shutdown() {
 	<-s.done
 }
 
-// get wraps a handler: GET (and HEAD) only, no query parameters.
-func (s *mgmtServer) get(h http.HandlerFunc) http.HandlerFunc {
+// method wraps a handler: GET (and HEAD) only.
+func (s *mgmtServer) method(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
 			writeAPIError(w, http.StatusMethodNotAllowed, "MethodNotAllowed", r.Method+" not allowed, use GET")
 			return
 		}
+		h(w, r)
+	}
+}
+
+// get wraps a handler: GET (and HEAD) only, no query parameters.
+func (s *mgmtServer) get(h http.HandlerFunc) http.HandlerFunc {
+	return s.method(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.RawQuery != "" {
-			writeAPIError(w, http.StatusBadRequest, "BadRequest", r.URL.Path+" takes no query parameters")
+			writeAPIError(w, http.StatusBadRequest, client.CodeBadRequest, r.URL.Path+" takes no query parameters")
 			return
 		}
 		h(w, r)
-	}
+	})
 }
 
 func writeAPIError(w http.ResponseWriter, status int, code, msg string) {
@@ -109,6 +170,15 @@ func writeAPIError(w http.ResponseWriter, status int, code, msg string) {
 
 func (s *mgmtServer) topology(w http.ResponseWriter, _ *http.Request) {
 	m, roster := s.node.InstalledMap()
+	t := s.topologyOf(m, roster)
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set(client.EpochHeader, strconv.FormatUint(t.Epoch, 10))
+	_ = json.NewEncoder(w).Encode(t)
+}
+
+// topologyOf is the topology document for the installed map m and its
+// roster.
+func (s *mgmtServer) topologyOf(m *control.OwnerMap, roster []string) client.Topology {
 	members, _ := s.mem.Snapshot()
 	live := map[string]string{}
 	for _, mb := range members {
@@ -121,10 +191,7 @@ func (s *mgmtServer) topology(w http.ResponseWriter, _ *http.Request) {
 		// slots to live compute nodes (--nodes first, then by name).
 		roster = cluster.ComputeNodes(members, s.order)
 	}
-	t := client.NewTopology(live, roster, m)
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set(client.EpochHeader, strconv.FormatUint(t.Epoch, 10))
-	_ = json.NewEncoder(w).Encode(t)
+	return client.NewTopology(live, roster, m)
 }
 
 func (s *mgmtServer) ownerMap(w http.ResponseWriter, _ *http.Request) {
@@ -138,4 +205,300 @@ func (s *mgmtServer) ownerMap(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set(client.EpochHeader, strconv.FormatUint(m.Epoch, 10))
 	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	_, _ = w.Write(b)
+}
+
+// authenticate refuses requests without the bearer token (when there is
+// one). Comparing SHA-256 sums in constant time hides both the token's
+// bytes and its length from response timing.
+func (s *mgmtServer) authenticate(h http.Handler) http.Handler {
+	if s.opts.AuthToken == "" {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reason := ""
+		auth := r.Header.Values("Authorization")
+		scheme, tok, _ := strings.Cut(firstOr(auth, ""), " ")
+		switch {
+		case len(auth) == 0:
+			reason = "missing Authorization header"
+		case len(auth) > 1:
+			reason = "more than one Authorization header"
+		case !strings.EqualFold(scheme, "Bearer"):
+			reason = "Authorization scheme is not Bearer"
+		default:
+			sum := sha256.Sum256([]byte(strings.TrimSpace(tok)))
+			if subtle.ConstantTimeCompare(sum[:], s.tokenSum[:]) != 1 {
+				reason = "wrong bearer token"
+			}
+		}
+		if reason == "" {
+			h.ServeHTTP(w, r)
+			return
+		}
+		s.authFailed(r, reason)
+		w.Header().Set("WWW-Authenticate", `Bearer realm="aura"`)
+		writeAPIError(w, http.StatusUnauthorized, client.CodeNotAuthorized, reason+": send Authorization: Bearer TOKEN (aura node --auth-token)")
+	})
+}
+
+// authLogEvery spaces the warnings about refused requests: one per second
+// at most, with the count since the last, so that a client retrying
+// without its token cannot flood the log.
+const authLogEvery = time.Second
+
+func (s *mgmtServer) authFailed(r *http.Request, reason string) {
+	n := s.authFailures.Add(1)
+	now := time.Now().UnixNano()
+	s.authMu.Lock()
+	if now-s.authLoggedAt < int64(authLogEvery) {
+		s.authMu.Unlock()
+		return
+	}
+	since := n - s.authLogged
+	s.authLogged, s.authLoggedAt = n, now
+	s.authMu.Unlock()
+	s.log.Warn("management API request refused", "reason", reason, "remote", r.RemoteAddr, "path", r.URL.Path,
+		"refused_since_last_log", since, "refused_total", n)
+}
+
+// AuthFailures is the number of requests refused for their token.
+func (s *mgmtServer) AuthFailures() uint64 { return s.authFailures.Load() }
+
+func firstOr(v []string, def string) string {
+	if len(v) == 0 {
+		return def
+	}
+	return v[0]
+}
+
+// authTokenEnv names the environment variable that gives aura node its
+// --auth-token (and aura topology / aura route theirs) when the flag is
+// not set: a token in the environment stays out of process listings.
+const authTokenEnv = "AURA_AUTH_TOKEN"
+
+// mgmtFlags are aura node's management API flags beyond --http.
+type mgmtFlags struct {
+	authToken string
+	rulesFile string
+}
+
+func (f *mgmtFlags) register(fl *pflag.FlagSet) {
+	fl.StringVar(&f.authToken, "auth-token", "", "bearer token the management API requires on every request (401 NotAuthorized without it); default: $"+authTokenEnv+"; empty: no authentication. 1..256 bytes of visible ASCII")
+	fl.StringVar(&f.rulesFile, "rules", "", "JSON file of user-defined partition rules served by /management/partition-route next to the workload's (format: package rules, FileConfig); empty: the workload's rules only")
+}
+
+// options builds the management API's options for wl: the token (flag,
+// else the environment) and the rules (the workload's, plus --rules).
+func (f *mgmtFlags) options(wl workload.Workload, getenv func(string) string) (mgmtOptions, error) {
+	tok := f.authToken
+	if tok == "" {
+		tok = getenv(authTokenEnv)
+	}
+	if tok != "" {
+		if err := client.CheckToken(tok); err != nil {
+			return mgmtOptions{}, fmt.Errorf("--auth-token: %w", err)
+		}
+	}
+	rs, err := rules.ForWorkload(wl)
+	if err != nil {
+		return mgmtOptions{}, err
+	}
+	if f.rulesFile != "" {
+		more, err := rules.Load(f.rulesFile, wl.Schema())
+		if err != nil {
+			return mgmtOptions{}, fmt.Errorf("--rules: %w", err)
+		}
+		rs = append(rs, more...)
+	}
+	reg, err := rules.NewRegistry(rs...)
+	if err != nil {
+		return mgmtOptions{}, fmt.Errorf("--rules: %w", err)
+	}
+	return mgmtOptions{Rules: reg, Workload: wl, AuthToken: tok}, nil
+}
+
+// Bounds of the route endpoint's query: 1 KiB holds a 64-byte rule name,
+// a MaxKeyBytes tuple and a 20-digit epoch with room to spare.
+const maxRouteQueryBytes = 1 << 10
+
+// routeQuery is a parsed partition-route query.
+type routeQuery struct {
+	rule  string
+	key   []uint64
+	epoch uint64 // 0: any
+}
+
+// parseRouteQuery parses rule=NAME&key=K1,K2[&epoch=E]: each parameter at
+// most once, nothing else. It never panics; its error is the BadRequest
+// message.
+func parseRouteQuery(raw string) (routeQuery, error) {
+	if len(raw) > maxRouteQueryBytes {
+		return routeQuery{}, fmt.Errorf("query of %d bytes, at most %d", len(raw), maxRouteQueryBytes)
+	}
+	q, err := url.ParseQuery(raw)
+	if err != nil {
+		return routeQuery{}, fmt.Errorf("malformed query: %v", err)
+	}
+	for k, v := range q {
+		if k != "rule" && k != "key" && k != "epoch" {
+			return routeQuery{}, fmt.Errorf("unknown parameter %q (want rule, key and optionally epoch)", clipText(k))
+		}
+		if len(v) != 1 {
+			return routeQuery{}, fmt.Errorf("parameter %s given %d times", k, len(v))
+		}
+	}
+	var out routeQuery
+	out.rule = q.Get("rule")
+	if out.rule == "" {
+		return routeQuery{}, errors.New("missing parameter rule")
+	}
+	if len(out.rule) > rules.MaxNameBytes {
+		return routeQuery{}, fmt.Errorf("rule name of %d bytes, at most %d", len(out.rule), rules.MaxNameBytes)
+	}
+	if _, ok := q["key"]; !ok {
+		return routeQuery{}, errors.New("missing parameter key (K1,K2,…)")
+	}
+	if out.key, err = rules.ParseKey(q.Get("key")); err != nil {
+		return routeQuery{}, err
+	}
+	if e, ok := q["epoch"]; ok {
+		if out.epoch, err = strconv.ParseUint(e[0], 10, 64); err != nil || e[0][0] == '+' {
+			return routeQuery{}, fmt.Errorf("epoch %q is not an unsigned 64-bit integer", clipText(e[0]))
+		}
+	}
+	return out, nil
+}
+
+// clipText shortens untrusted text quoted in errors to 32 bytes.
+func clipText(s string) string {
+	if len(s) > 32 {
+		return s[:32] + "…"
+	}
+	return s
+}
+
+func (s *mgmtServer) partitionRoute(w http.ResponseWriter, r *http.Request) {
+	q, err := parseRouteQuery(r.URL.RawQuery)
+	if err != nil {
+		writeAPIError(w, http.StatusBadRequest, client.CodeBadRequest, err.Error())
+		return
+	}
+	rule, ok := s.opts.Rules.Lookup(q.rule)
+	if !ok {
+		writeAPIError(w, http.StatusNotFound, client.CodeNoSuchRule,
+			fmt.Sprintf("no rule %q; this node serves: %s", clipText(q.rule), strings.Join(s.opts.Rules.Names(), ", ")))
+		return
+	}
+	res, err := rule.Resolve(q.key)
+	if err != nil {
+		if errors.Is(err, rules.ErrNoSuchPartition) {
+			writeAPIError(w, http.StatusNotFound, client.CodeNoSuchPartition, err.Error())
+		} else {
+			writeAPIError(w, http.StatusBadRequest, client.CodeBadRequest, err.Error())
+		}
+		return
+	}
+	m, roster := s.node.InstalledMap()
+	if q.epoch > m.Epoch {
+		writeAPIError(w, http.StatusConflict, client.CodeStaleEpoch,
+			fmt.Sprintf("node %s has OwnerMap epoch %d, older than the epoch %d asked for; retry shortly or ask another node", s.node.Name(), m.Epoch, q.epoch))
+		return
+	}
+	topo := s.topologyOf(m, roster)
+	out := client.PartitionRoute{Rule: rule.Name(), Key: q.key, Table: rule.Table(), KeyGroup: res.KeyGroup,
+		PartitionValue: res.Partition, Epoch: m.Epoch, AnsweredBy: s.node.Name()}
+	if rule.Table() == "*" && s.opts.Workload != nil {
+		sc := s.opts.Workload.Schema()
+		if t, ok := sc.Table(res.Table); ok {
+			out.Table = t.Name
+		}
+	}
+	byIndex := func(idx int) (client.Worker, bool) {
+		for _, wk := range topo.Workers {
+			if wk.WorkerIndex == idx {
+				return wk, true
+			}
+		}
+		return client.Worker{}, false
+	}
+	var worker client.Worker
+	rt, err := s.routerFor(m)
+	if err != nil {
+		writeAPIError(w, http.StatusInternalServerError, "Internal", err.Error())
+		return
+	}
+	var owner int
+	var found bool
+	if rt != nil {
+		var cohort control.CohortID
+		if cohort, owner, found = rt.OwnerOfKeyGroup(res.KeyGroup); found {
+			out.PartitionID, out.Source = &cohort, client.SourceCohort
+		} else if owner, found = rt.FallbackNode(res.Partition); found {
+			out.Source = client.SourceFallbackTable
+		}
+	}
+	if found {
+		if worker, ok = byIndex(owner); !ok {
+			name := "no roster entry"
+			if owner < len(roster) && roster[owner] != "" {
+				name = roster[owner] + ", not live"
+			}
+			what := "partition value " + strconv.FormatUint(res.Partition, 10)
+			if out.PartitionID != nil {
+				what = "cohort " + strconv.FormatUint(*out.PartitionID, 10)
+			}
+			writeAPIError(w, http.StatusNotFound, client.CodeNoSuchPartition,
+				fmt.Sprintf("%s is owned by index %d (%s) at epoch %d; retry after the next epoch", what, owner, name, m.Epoch))
+			return
+		}
+	} else {
+		out.Source = client.SourceStaticFallback
+		if len(topo.Workers) == 0 {
+			writeAPIError(w, http.StatusNotFound, client.CodeNoSuchPartition, "no live worker to route to")
+			return
+		}
+		fb := router.RendezvousFallback(len(topo.Workers))
+		if s.opts.Workload != nil {
+			fb = client.StaticFallback(s.opts.Workload, len(topo.Workers))
+		}
+		i := fb(res.Partition)
+		if i < 0 || i >= len(topo.Workers) {
+			i = int(res.Partition % uint64(len(topo.Workers)))
+		}
+		worker = topo.Workers[i]
+	}
+	out.WorkerID, out.WorkerIndex, out.Address = worker.WorkerID, worker.WorkerIndex, worker.Address
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set(client.EpochHeader, strconv.FormatUint(m.Epoch, 10))
+	_ = json.NewEncoder(w).Encode(out)
+}
+
+// routerFor returns a router with m installed (nil before the first map),
+// built once per installed map: maps are immutable once installed, so the
+// pointer names the map.
+func (s *mgmtServer) routerFor(m *control.OwnerMap) (*router.Router, error) {
+	if m == nil || m.Epoch == 0 {
+		return nil, nil
+	}
+	s.rtMu.Lock()
+	defer s.rtMu.Unlock()
+	if s.rtMap == m {
+		return s.rt, s.rtError
+	}
+	nodes := 1
+	for _, p := range m.Cohorts {
+		nodes = max(nodes, p.Owner+1)
+	}
+	for _, o := range m.Fallback {
+		if o != control.Unowned {
+			nodes = max(nodes, int(o)+1)
+		}
+	}
+	rt := router.New(router.DefaultConfig(min(nodes, control.MaxNodes)))
+	err := rt.Install(m)
+	if err != nil {
+		rt, err = nil, fmt.Errorf("OwnerMap epoch %d: %w", m.Epoch, err)
+	}
+	s.rtMap, s.rt, s.rtError = m, rt, err
+	return rt, err
 }

@@ -63,7 +63,7 @@ func TestTopologyEndpointOfALoneNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ms := startMgmt(ln, node, mem, nil, quiet)
+	ms := startMgmt(ln, node, mem, nil, quiet, mgmtOptions{})
 	base := "http://" + ms.Addr()
 
 	var topo client.Topology
@@ -94,7 +94,9 @@ func TestTopologyEndpointOfALoneNode(t *testing.T) {
 		status       int
 		code         string
 	}{
-		{http.MethodGet, "/management/partition-route", http.StatusNotFound, "NotFound"},
+		{http.MethodGet, "/management/partition-route", http.StatusBadRequest, "BadRequest"},
+		{http.MethodPost, "/management/partition-route?rule=bank_range&key=1,1", http.StatusMethodNotAllowed, "MethodNotAllowed"},
+		{http.MethodGet, "/management/partition-route?rule=bank_range&key=1,1", http.StatusNotFound, "NoSuchRule"},
 		{http.MethodGet, "/", http.StatusNotFound, "NotFound"},
 		{http.MethodDelete, client.OwnerMapPath, http.StatusMethodNotAllowed, "MethodNotAllowed"},
 		{http.MethodGet, client.OwnerMapPath + "?epoch=3", http.StatusBadRequest, "BadRequest"},
