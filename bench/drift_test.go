@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/aura-runtime/aura/rdma"
+	"github.com/aura-runtime/aura/rdma/faulty"
 	"github.com/aura-runtime/aura/workload/bank"
 )
 
@@ -47,11 +50,67 @@ func TestBankDriftsUnderAura(t *testing.T) {
 	if res.Committed == 0 || res.Failed != 0 {
 		t.Fatalf("committed %d, failed %d", res.Committed, res.Failed)
 	}
-	if res.Checks["bank_total"] != "pass" {
+	if res.Checks["bank_total"] != "pass" || res.Checks["invariants"] != "pass" {
 		t.Fatalf("checks %v", res.Checks)
 	}
-	t.Logf("%d drifts, %d committed, local hit %.1f%%, cohorts %d, migrations %d",
-		wl.Epoch(), res.Committed, 100*res.LocalHit, res.Cohorts.Final, res.Migrations.Count)
+	t.Logf("%d drifts, %d committed, local hit %.1f%%, cohorts %d, migrations %+v",
+		wl.Epoch(), res.Committed, 100*res.LocalHit, res.Cohorts.Final, res.Migrations)
+}
+
+// TestBankMigratesUnderRDMAFaults runs the drifting bank in aura mode with
+// every compute node's memory-node connection wrapped by the fault injector
+// (delayed completions, verbs failing applied or unapplied, failed
+// doorbells): migrations go on, money is conserved, I1 and I4 hold, and no
+// transaction fails for it (their attempts abort and are retried).
+func TestBankMigratesUnderRDMAFaults(t *testing.T) {
+	cfg := bank.DefaultConfig()
+	cfg.Accounts, cfg.BranchKGs, cfg.AuditAccounts = 8000, 4, 64
+	wl, err := bank.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem := embedded(t)
+	var dials atomic.Int64
+	var devs []*faulty.Device
+	var mu sync.Mutex
+	dial := func(ctx context.Context) (rdma.Device, error) {
+		d, err := mem(ctx)
+		if err != nil || dials.Add(1) == 1 {
+			return d, err // the loader's connection: no faults
+		}
+		fd := faulty.Wrap(d, faulty.Random(uint64(dials.Load()), faulty.Probabilities{Delay: 0.01,
+			MinDelay: 50 * time.Microsecond, MaxDelay: 2 * time.Millisecond, FailUnapplied: 0.001, FailApplied: 0.001,
+			FailPost: 0.001}))
+		mu.Lock()
+		devs = append(devs, fd)
+		mu.Unlock()
+		return fd, nil
+	}
+	res, err := Run(context.Background(), Config{Mode: "aura", Workload: wl, Dial: dial, CNs: 3, Clients: 6,
+		Duration: 3 * time.Second, Warmup: 300 * time.Millisecond, Seed: 9, DriftEvery: 250 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var injected uint64
+	mu.Lock()
+	for _, d := range devs {
+		f := d.Faults()
+		injected += f.Delayed + f.FailedUnapplied + f.FailedApplied + f.FailedPosts
+	}
+	mu.Unlock()
+	if injected == 0 {
+		t.Fatal("no fault was injected")
+	}
+	if res.Committed == 0 || res.Failed != 0 {
+		t.Fatalf("committed %d, failed %d", res.Committed, res.Failed)
+	}
+	if res.Checks["bank_total"] != "pass" || res.Checks["invariants"] != "pass" {
+		t.Fatalf("checks %v", res.Checks)
+	}
+	if res.Migrations.Count == 0 {
+		t.Error("no cohort migrated")
+	}
+	t.Logf("%d faults injected; %d committed, %d aborted attempts; migrations %+v", injected, res.Committed, res.Aborted, res.Migrations)
 }
 
 // TestDriftRefusedBeforeLoading: a drift period the workload cannot follow

@@ -106,6 +106,14 @@ Once joined it prints one line on stdout,
 
     aura node ready: NAME remote HOST:PORT gossip HOST:PORT
 
+--http serves the management API: GET /management/topology (the workers
+and the cohorts each owns), /management/partition-route?rule=NAME&key=K1,K2
+(where a key tuple goes under a named partition rule: the workload's rules,
+default_range, and those of --rules) and /management/ownermap. With
+--auth-token (or $AURA_AUTH_TOKEN) every request must carry
+"Authorization: Bearer TOKEN", else it is answered 401 NotAuthorized; there
+is no unauthenticated endpoint. aura topology and aura route read it.
+
 SIGINT or SIGTERM: it stops granting the locks of the cohorts it owns,
 leaves the membership (others see a graceful leave, and the planner moves
 those cohorts at once, without waiting for --settle), finishes the
