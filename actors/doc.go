@@ -28,6 +28,12 @@
 // activator is told to Sync after each change), and its access profiler
 // sends a summary every HeartbeatEvery to the planner.
 //
+// A node's migration participant (MigrationActorName) serves the planner's
+// migration protocol (package control/transfer): Freeze, Drain (answered
+// once the cohort's pre-freeze locks are released or fenced), Handoff,
+// Publish and MigrationAbort, each idempotent, each reporting activations
+// and grants to OwnershipConfig.Observer (package invariants).
+//
 // Cross-node requests go through Call: a per-attempt timeout, jittered
 // exponential backoff and a bounded number of attempts, each caller with its
 // own CallConfig (never protoactor's process-global request settings).

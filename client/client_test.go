@@ -36,6 +36,7 @@ type fakeAPI struct {
 	m     *control.OwnerMap
 	down  atomic.Bool
 	reads atomic.Int64 // topology requests served
+	token string       // when set, the bearer token every request must carry
 }
 
 func (f *fakeAPI) set(topo Topology, m *control.OwnerMap) {
@@ -48,6 +49,11 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if f.down.Load() {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		_ = json.NewEncoder(w).Encode(APIError{Code: "Unavailable", Message: "down"})
+		return
+	}
+	if f.token != "" && r.Header.Get("Authorization") != "Bearer "+f.token {
+		w.WriteHeader(http.StatusUnauthorized)
+		_ = json.NewEncoder(w).Encode(APIError{Code: CodeNotAuthorized, Message: "wrong token"})
 		return
 	}
 	f.mu.Lock()
@@ -400,5 +406,26 @@ func TestClientSkipsAnUnreachableNode(t *testing.T) {
 	}
 	if st := c.Stats(); st.Unreachable != 1 {
 		t.Fatalf("stats %+v, want one unreachable", st)
+	}
+}
+
+// TestClientSendsTheToken: the client authenticates its refreshes with the
+// URL's token; with a wrong one it keeps its last view and its error does
+// not show the token.
+func TestClientSendsTheToken(t *testing.T) {
+	api := &fakeAPI{token: "right-token"}
+	m := &control.OwnerMap{Epoch: 3}
+	api.set(NewTopology(map[string]string{"cn-1": "127.0.0.1:8001"}, []string{"cn-1"}, m), m)
+	c := newTestClient(t, api, "127.0.0.1:8001", func(cfg *Config) { cfg.URL.Token = "right-token" })
+	if s := c.Stats(); !s.FromAPI || s.Refreshes == 0 || s.Epoch != 3 {
+		t.Fatalf("with the token: %+v", s)
+	}
+	if topo, err := c.Topology(context.Background()); err != nil || topo.Epoch != 3 {
+		t.Fatalf("Topology: %+v %v", topo, err)
+	}
+	bad := newTestClient(t, api, "127.0.0.1:8001", func(cfg *Config) { cfg.URL.Token = "wrong-token" })
+	s := bad.Stats()
+	if s.FromAPI || s.RefreshErrors == 0 || !strings.Contains(s.LastRefreshError, CodeNotAuthorized) || strings.Contains(s.LastRefreshError, "wrong-token") {
+		t.Fatalf("with a wrong token: %+v", s)
 	}
 }

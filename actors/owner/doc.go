@@ -25,9 +25,10 @@
 //
 // Elsewhere: the cohort activations serving a Service to other nodes are
 // package actors/cohort's, the Transport over protoactor remote and the
-// OwnerMap subscription that calls Install / Reconfigure / Freeze / Fence /
-// Retire are package actors'; the migration driver belongs to the
-// migration issue. Not written yet: a repair sweep for lock words left
+// OwnerMap subscription and the migration participant that call Install /
+// Reconfigure / Freeze / Fence / Thaw / Retire are package actors'; the
+// migration driver is control/transfer's TransferController, run by the
+// planner (it is what makes assumption A1 below hold). Not written yet: a repair sweep for lock words left
 // held by crashed holders, and a lease on holders of active cohorts (see
 // "Limits" below).
 //

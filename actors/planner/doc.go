@@ -66,8 +66,21 @@
 // reset above it. The cost is that learned ownership starts over after a
 // failover.
 //
-// Moving a live cohort between owners with its locks held (freeze, drain,
-// handoff) is the migration protocol's job; until it exists a planned move
-// of an owned cohort must be carried out by the nodes as evict → install,
-// never with two owners granting at once.
+// # Migrations
+//
+// With a Pusher that is also a Migrator (every node transport in AURA), a
+// planned map that takes cohorts off live nodes is not published at once:
+// the TransferController (package control/transfer) first freezes and
+// drains each departing cohort on its old owner and hands moved ones to
+// their new owner; the map, with the round's outcomes applied (a rolled
+// back cohort stays put, one whose target left or refused is evicted), is
+// published once the round settled, and Publish retires the old
+// activations once every node acknowledged it. Planning waits while a
+// round runs. Nodes leaving gracefully (Nodes.Leaving) are NodeLeaving to
+// the planner: their cohorts leave through the same rounds. A joining or
+// restarted node gets no map while a round is staged (the published one may
+// place on it a cohort the round handed elsewhere), and after a takeover the
+// planner waits one drain deadline before installing any cohort. Without a
+// Migrator, a move goes through the fallback path in two epochs (plane's
+// EvictBeforeMove). docs/migration.md has the whole protocol.
 package planner
