@@ -17,6 +17,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/spf13/pflag"
+
 	"github.com/aura-runtime/aura/actors"
 	"github.com/aura-runtime/aura/client"
 	"github.com/aura-runtime/aura/cluster"
@@ -25,7 +27,6 @@ import (
 	"github.com/aura-runtime/aura/manifest"
 	"github.com/aura-runtime/aura/rules"
 	"github.com/aura-runtime/aura/workload"
-	"github.com/spf13/pflag"
 )
 
 // Bounds of the management API's HTTP server. Requests are tiny GETs and
