@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -27,6 +28,7 @@ var (
 	stressSchedules = flag.Int("migration.schedules", 24, "random schedules of TestMigrationStress")
 	stressSteps     = flag.Int("migration.steps", 1500, "steps (1 ms of fake time each) per schedule")
 	stressTrace     = flag.Bool("migration.trace", false, "log every event of TestMigrationStress")
+	stressAsync     = flag.Bool("migration.async", false, "deliver every migration message on its own goroutine (as nodes serve them; schedules do not replay)")
 )
 
 // TestMigrationStress runs random schedules of continuous migrations among
@@ -135,8 +137,12 @@ type stress struct {
 	migrations int
 	outcomes   map[transfer.Outcome]int
 	checker    *invariants.Checker
-	faults     bool
-	resetting  bool // a failover's empty map is not installed everywhere yet
+	// incarnations: the observer of each node's current process; a
+	// crashed one reports nothing more (its delivery goroutines may still
+	// run on its state, as no crashed process can).
+	incarnations map[string]*incarnation
+	faults       bool
+	resetting    bool // a failover's empty map is not installed everywhere yet
 	// partitioned exchanges no migration message with the planner until
 	// partitionEnd.
 	partitioned  string
@@ -147,7 +153,8 @@ type stress struct {
 func newStress(t *testing.T, seed uint64) *stress {
 	s := &stress{t: t, rng: rand.New(rand.NewPCG(seed, 0x6d6967)), nodes: map[string]*ownership{},
 		pub: map[control.CohortID]string{}, install: map[control.CohortID]uint64{}, toInstall: map[string]*control.OwnerMap{},
-		lastGrant: map[control.CohortID]uint64{}, faults: true, outcomes: map[transfer.Outcome]int{}, checker: invariants.New()}
+		lastGrant: map[control.CohortID]uint64{}, faults: true, outcomes: map[transfer.Outcome]int{}, checker: invariants.New(),
+		incarnations: map[string]*incarnation{}}
 	for _, n := range stressNames {
 		s.start(n)
 	}
@@ -171,7 +178,13 @@ func newStress(t *testing.T, seed uint64) *stress {
 }
 
 func (s *stress) start(name string) {
-	o, err := newOwnership(OwnershipConfig{Names: stressNames, Observer: s.checker}, name, nil)
+	var obs invariants.Observer = s.checker
+	if *stressTrace {
+		obs = tracingObserver{s}
+	}
+	inc := &incarnation{obs: obs}
+	s.incarnations[name] = inc
+	o, err := newOwnership(OwnershipConfig{Names: stressNames, Observer: inc}, name, nil)
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -266,6 +279,12 @@ func (s *stress) tick() {
 	acks := s.acks
 	s.acks = nil
 	s.mu.Unlock()
+	// Drains answer on their own goroutines: put their acknowledgements in
+	// a canonical order before the seeded shuffle.
+	slices.SortStableFunc(acks, func(x, y netAck) int {
+		kx, ky := fmt.Sprintf("%s %T %v", x.from, x.rep, x.rep), fmt.Sprintf("%s %T %v", y.from, y.rep, y.rep)
+		return strings.Compare(kx, ky)
+	})
 	s.rng.Shuffle(len(acks), func(i, j int) { acks[i], acks[j] = acks[j], acks[i] })
 	for _, a := range acks {
 		if s.faults && s.rng.IntN(10) == 0 {
@@ -326,7 +345,7 @@ func (s *stress) deliverSome() {
 			continue // the node is down
 		}
 		s.tracef("deliver to %s: %T %v", m.to, m.msg, m.msg)
-		go func() {
+		deliver := func() {
 			rep, err := o.migrate(context.Background(), m.msg)
 			if err != nil {
 				s.t.Errorf("%s: %v", m.to, err)
@@ -335,7 +354,12 @@ func (s *stress) deliverSome() {
 			s.mu.Lock()
 			s.acks = append(s.acks, netAck{from: m.to, rep: rep, gen: m.gen})
 			s.mu.Unlock()
-		}()
+		}
+		if _, drain := m.msg.(*messages.Drain); drain || *stressAsync {
+			go deliver() // waits for the holders, on the bubble's clock
+		} else {
+			deliver() // in order, so that a seed replays the same schedule
+		}
 	}
 	s.net = keep
 }
@@ -454,6 +478,7 @@ func (s *stress) maybeFault(now int64) {
 		live := slices.Sorted(maps.Keys(s.nodes))
 		victim := live[s.rng.IntN(len(live))]
 		delete(s.nodes, victim)
+		s.incarnations[victim].kill()
 		s.checker.NodeDown(victim)
 		s.tracef("crash %s", victim)
 		delete(s.toInstall, victim)
@@ -634,5 +659,59 @@ func (s *stress) checkHistory() {
 	sort.SliceStable(s.ops, func(i, j int) bool { return s.ops[i].Call < s.ops[j].Call })
 	if res := porcupine.CheckOperations(lockModel, s.ops); !res {
 		s.t.Fatalf("lock history of %d operations is not linearizable (I2/I3 violated)", len(s.ops))
+	}
+}
+
+// tracingObserver logs activations and deactivations (-migration.trace)
+// before handing them to the checker.
+type tracingObserver struct{ s *stress }
+
+func (o tracingObserver) Activated(node string, c, e uint64) {
+	o.s.tracef("activated %s c%d e%d", node, c, e)
+	o.s.checker.Activated(node, c, e)
+}
+
+func (o tracingObserver) Deactivated(node string, c, e uint64) {
+	o.s.tracef("deactivated %s c%d e%d", node, c, e)
+	o.s.checker.Deactivated(node, c, e)
+}
+
+func (o tracingObserver) Granted(node string, c, e uint64) { o.s.checker.Granted(node, c, e) }
+
+// incarnation forwards one node process's ownership events until it is
+// killed; the lock orders every event before or after the kill.
+type incarnation struct {
+	mu   sync.Mutex
+	dead bool
+	obs  invariants.Observer
+}
+
+func (i *incarnation) kill() {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	i.dead = true
+}
+
+func (i *incarnation) Activated(node string, c, e uint64) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if !i.dead {
+		i.obs.Activated(node, c, e)
+	}
+}
+
+func (i *incarnation) Deactivated(node string, c, e uint64) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if !i.dead {
+		i.obs.Deactivated(node, c, e)
+	}
+}
+
+func (i *incarnation) Granted(node string, c, e uint64) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if !i.dead {
+		i.obs.Granted(node, c, e)
 	}
 }
