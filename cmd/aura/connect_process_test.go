@@ -85,6 +85,8 @@ func TestConnectProcessesDriveTheCluster(t *testing.T) {
 		args := append([]string{"--name", name, "--http", h}, common...)
 		if i > 0 {
 			args = append(args, "--join", nodes[0].gossip)
+		} else {
+			args = append(args, "--log-level", "info") // the planner's migration rounds
 		}
 		nodes, https = append(nodes, startNode(t, args...)), append(https, h)
 	}
@@ -126,6 +128,13 @@ func TestConnectProcessesDriveTheCluster(t *testing.T) {
 	if res.Manifest.Epoch == 0 || len(res.Timeline) < 7 {
 		t.Errorf("manifest %+v, %d timeline samples", res.Manifest, len(res.Timeline))
 	}
+	// Ownership moved while the client ran (migration rounds on the
+	// planner, cn-1), and the client saw no error: it follows the moves.
+	rounds := strings.Count(nodes[0].stderr.String(), `msg="migrations done"`)
+	if rounds == 0 {
+		t.Errorf("no migration round during the run")
+	}
+	t.Logf("%d migration rounds on the planner; the client saw %d failed transactions", rounds, res.Failed)
 
 	minPort := 0
 	for _, n := range nodes {
