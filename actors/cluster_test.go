@@ -38,19 +38,7 @@ func TestClusterLearnsOwnership(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mem := rdma.NewMemory(2 << 30)
-	base, err := rdma.NewMemDevice(mem, rdma.MemConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer base.Close()
-	layout, err := store.Create(ctx, base, wl.Schema())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := store.LoadOnce(ctx, layout, base, func(ctx context.Context, l *store.Loader) error { return wl.Load(ctx, l) }); err != nil {
-		t.Fatal(err)
-	}
+	mem, base, layout := loadedMemory(t, wl, 2<<30)
 
 	names := []string{"cn-0", "cn-1", "cn-2"}
 	net := NewInProcess()

@@ -8,6 +8,7 @@ import (
 	"github.com/aura-runtime/aura/messages"
 	"github.com/aura-runtime/aura/rdma"
 	"github.com/aura-runtime/aura/store"
+	"github.com/aura-runtime/aura/workload"
 	"github.com/aura-runtime/aura/workload/bank"
 )
 
@@ -22,19 +23,7 @@ func TestSubmitExactlyOnceAcrossNodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mem := rdma.NewMemory(64 << 20)
-	base, err := rdma.NewMemDevice(mem, rdma.MemConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer base.Close()
-	layout, err := store.Create(ctx, base, wl.Schema())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := store.LoadOnce(ctx, layout, base, func(ctx context.Context, l *store.Loader) error { return wl.Load(ctx, l) }); err != nil {
-		t.Fatal(err)
-	}
+	mem, base, layout := loadedMemory(t, wl, 64<<20)
 	var nodes []*Node
 	for i, name := range []string{"cn-1", "cn-2"} {
 		dev, err := rdma.NewMemDevice(mem, rdma.MemConfig{})
@@ -75,4 +64,26 @@ func TestSubmitExactlyOnceAcrossNodes(t *testing.T) {
 				map[bool]string{true: "twice", false: "not as once"}[got != want && (got-want)%250 == 0])
 		}
 	}
+}
+
+// loadedMemory returns an emulated memory node of size bytes with wl's
+// tables created and loaded, a device on it (closed with the test) and the
+// layout.
+func loadedMemory(t *testing.T, wl workload.Workload, bytes uint64) (*rdma.Memory, rdma.Device, *store.Layout) {
+	t.Helper()
+	ctx := context.Background()
+	mem := rdma.NewMemory(bytes)
+	base, err := rdma.NewMemDevice(mem, rdma.MemConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { base.Close() })
+	layout, err := store.Create(ctx, base, wl.Schema())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.LoadOnce(ctx, layout, base, func(ctx context.Context, l *store.Loader) error { return wl.Load(ctx, l) }); err != nil {
+		t.Fatal(err)
+	}
+	return mem, base, layout
 }
