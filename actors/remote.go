@@ -3,11 +3,16 @@ package actors
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/remote"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // RemoteConfig configures a node's protoactor remote endpoint (gRPC over
@@ -65,6 +70,36 @@ func splitHostPort(addr string) (string, int, error) {
 	return h, port, nil
 }
 
+// MaxRemoteMessageBytes bounds one message a remote endpoint accepts
+// (gRPC's default, stated): an OwnerMap push is chunked far below it
+// (planner.DefaultChunkBytes) and every other message is small.
+const MaxRemoteMessageBytes = 4 << 20
+
+// remotePanics counts remote streams ended by a panic in protoactor's
+// reader (RemotePanics).
+var remotePanics atomic.Uint64
+
+// RemotePanics returns the number of inbound remote streams that
+// recoverStream closed after a panic.
+func RemotePanics() uint64 { return remotePanics.Load() }
+
+// recoverStream turns a panic in a remote stream's handler into an error
+// that closes that stream only. At the pinned protoactor-go version the
+// endpoint reader indexes a batch's target, sender and type-name arrays
+// with the envelope's numbers unchecked, on the gRPC handler's goroutine, so
+// one malformed batch from any peer would otherwise crash the node
+// (TestRemoteSurvivesMalformedBatches).
+func recoverStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			remotePanics.Add(1)
+			slog.Warn("remote: stream closed after a malformed message", "method", info.FullMethod, "panic", fmt.Sprint(p))
+			err = status.Errorf(codes.InvalidArgument, "malformed message")
+		}
+	}()
+	return handler(srv, ss)
+}
+
 // Remote is a started remote endpoint.
 type Remote struct {
 	r    *remote.Remote
@@ -81,6 +116,7 @@ func StartRemote(system *actor.ActorSystem, cfg RemoteConfig) (rem *Remote, err 
 	opts := []remote.ConfigOption{
 		remote.WithEndpointWriterQueueSize(cfg.WriterQueueSize),
 		remote.WithEndpointManagerQueueSize(cfg.ManagerQueueSize),
+		remote.WithServerOptions(grpc.MaxRecvMsgSize(MaxRemoteMessageBytes), grpc.ChainStreamInterceptor(recoverStream)),
 	}
 	if cfg.AdvertiseAddr != "" {
 		opts = append(opts, remote.WithAdvertisedHost(cfg.AdvertiseAddr))

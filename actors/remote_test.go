@@ -1,0 +1,58 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/remote"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// TestRemoteSurvivesMalformedBatches sends a node's remote endpoint the
+// batches protoactor-go's reader indexes unchecked at the pinned version
+// (no target, an unknown type id, an unknown sender): each closes only the
+// hostile stream, and the node goes on serving OwnerMap pushes. Without
+// recoverStream the first one crashes the node's process.
+func TestRemoteSurvivesMalformedBatches(t *testing.T) {
+	bAddr, _ := ownerPeer(t)
+	push := pushTo(t, clientSide(t), bAddr)
+	if ack := push(nil, cohort7(1, 1)); ack.GetInstalledEpoch() != 1 {
+		t.Fatalf("push before: %v", ack)
+	}
+	conn, err := grpc.Dial(bAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	target := &actor.PID{Address: bAddr, Id: OwnerMapActorName}
+	for name, batch := range map[string]*remote.MessageBatch{
+		"no target":       {Envelopes: []*remote.MessageEnvelope{{Target: 0}}},
+		"unknown type id": {Targets: []*actor.PID{target}, Envelopes: []*remote.MessageEnvelope{{Target: 0, TypeId: 7}}},
+		"unknown sender": {Targets: []*actor.PID{target}, TypeNames: []string{"aura.v1.OwnerMapPush"},
+			Envelopes: []*remote.MessageEnvelope{{Target: 0, Sender: 5}}},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		stream, err := remote.NewRemotingClient(conn).Receive(ctx)
+		if err != nil {
+			cancel()
+			t.Fatalf("%s: %v", name, err)
+		}
+		if err := stream.Send(&remote.RemoteMessage{MessageType: &remote.RemoteMessage_MessageBatch{MessageBatch: batch}}); err != nil {
+			cancel()
+			t.Fatalf("%s: send: %v", name, err)
+		}
+		_, err = stream.Recv()
+		cancel()
+		if err == nil || errors.Is(err, io.EOF) {
+			t.Fatalf("%s: the stream stayed open (%v)", name, err)
+		}
+	}
+	if ack := push(cohort7(1, 1), cohort7(2, 0)); ack.GetInstalledEpoch() != 2 {
+		t.Fatalf("push after the malformed batches: %v", ack)
+	}
+}
