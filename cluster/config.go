@@ -26,6 +26,9 @@ const (
 // Config configures a Membership. Start from DefaultLANConfig (deployments)
 // or DefaultTestConfig (loopback tests) and override what you need; Validate
 // reports every problem at once. The zero value is not valid.
+// MaxGossipKeys bounds the gossip keyring (a rotation needs two keys).
+const MaxGossipKeys = 8
+
 type Config struct {
 	// NodeName is this node's unique name in the cluster (1..64 bytes of
 	// [A-Za-z0-9._-]). A restarted process reuses it to rejoin as the same
@@ -139,6 +142,17 @@ type Config struct {
 	// cluster.
 	EventQueueLen int
 
+	// GossipKeys turn on gossip encryption (AES-GCM, memberlist's keyring):
+	// GossipKeys[0] encrypts everything this node sends, and a message is
+	// accepted if any key decrypts it; unencrypted or undecryptable
+	// messages are refused, logged and counted (Membership.Refused). Each
+	// key is 16, 24 or 32 bytes (AES-128/192/256); at most MaxGossipKeys.
+	// Rotation without downtime: add the new key to every node as a second
+	// key, then make it the first everywhere, then drop the old one
+	// (Membership.Keyring does each step on a running node). Default none:
+	// plain gossip, for tests on loopback; a production cluster sets one.
+	GossipKeys [][]byte
+
 	// Logger receives this package's logs and memberlist's own (mapped from
 	// its [DEBUG]/[INFO]/[WARN]/[ERR] prefixes to slog levels, with
 	// component=memberlist). Default nil = slog.Default().
@@ -212,6 +226,14 @@ func (c Config) Validate() error {
 	var errs []error
 	bad := func(field, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%w: %s: %s", ErrInvalidConfig, field, fmt.Sprintf(format, args...)))
+	}
+	if len(c.GossipKeys) > MaxGossipKeys {
+		bad("GossipKeys", "%d keys, limit %d", len(c.GossipKeys), MaxGossipKeys)
+	}
+	for i, k := range c.GossipKeys {
+		if n := len(k); n != 16 && n != 24 && n != 32 {
+			bad(fmt.Sprintf("GossipKeys[%d]", i), "%d bytes, want 16, 24 or 32", n)
+		}
 	}
 
 	switch {

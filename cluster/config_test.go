@@ -100,7 +100,7 @@ func (h captureHandler) WithGroup(string) slog.Handler      { return h }
 
 func TestMemberlistLogRoutedToSlog(t *testing.T) {
 	var recs []slog.Record
-	l := newMemberlistLogger(slog.New(captureHandler{&recs}))
+	l := newMemberlistLogger(slog.New(captureHandler{&recs}), nil)
 	l.Printf("[DEBUG] memberlist: d")
 	l.Printf("[INFO] memberlist: i")
 	l.Printf("[WARN] memberlist: w")
@@ -121,7 +121,7 @@ func TestMemberlistLogRoutedToSlog(t *testing.T) {
 
 	// Levels filter as configured.
 	var buf bytes.Buffer
-	l = newMemberlistLogger(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	l = newMemberlistLogger(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn})), nil)
 	l.Printf("[DEBUG] memberlist: hidden")
 	l.Printf("[WARN] memberlist: shown")
 	if out := buf.String(); strings.Contains(out, "hidden") || !strings.Contains(out, "shown") || !strings.Contains(out, "component=memberlist") {

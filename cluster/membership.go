@@ -108,6 +108,11 @@ type Membership struct {
 	log     *slog.Logger
 	events  chan Event
 	dropped atomic.Uint64
+	// refused counts gossip messages memberlist could not authenticate
+	// (see Config.GossipKeys).
+	refused atomic.Uint64
+	// kinds counts the changes applied to the view, by EventKind.
+	kinds [EventUpdate + 1]atomic.Uint64
 
 	// mu guards the view and the local metadata. memberlist calls the
 	// delegates with its own node lock held, so code holding mu never calls
@@ -125,6 +130,9 @@ type Membership struct {
 	leaveAcks  map[string]bool        // while announcing our own leave: who acked
 	ackNotify  chan struct{}          // while announcing: signalled per ack
 
+	// keyring is the gossip keyring (nil without Config.GossipKeys); set
+	// by Start.
+	keyring *memberlist.Keyring
 	// lifeMu serialises Start, Leave, Shutdown and UpdateMeta.
 	lifeMu sync.Mutex
 	state  lifeState
@@ -232,7 +240,15 @@ func (m *Membership) memberlistConfig() *memberlist.Config {
 	c.Alive = d
 	c.Conflict = d
 	c.LogOutput = nil
-	c.Logger = newMemberlistLogger(m.cfg.Logger)
+	c.Logger = newMemberlistLogger(m.cfg.Logger, &m.refused)
+	if len(m.cfg.GossipKeys) > 0 {
+		// Validate checked the key sizes, which is all NewKeyring checks.
+		kr, err := memberlist.NewKeyring(m.cfg.GossipKeys[1:], m.cfg.GossipKeys[0])
+		if err == nil {
+			c.Keyring, m.keyring = kr, kr
+			c.GossipVerifyIncoming, c.GossipVerifyOutgoing = true, true
+		}
+	}
 	return c
 }
 
@@ -363,6 +379,23 @@ func (m *Membership) UpdateMeta(meta Meta, timeout time.Duration) error {
 	return nil
 }
 
+// Refused returns the number of gossip messages refused because they
+// could not be authenticated with the keyring (Config.GossipKeys): a peer
+// with no key or another key, or garbage. Each refusal is also logged.
+func (m *Membership) Refused() uint64 { return m.refused.Load() }
+
+// Keyring returns the running gossip keyring for key rotation (AddKey,
+// UseKey, RemoveKey; see Config.GossipKeys), or nil when gossip is not
+// encrypted or the membership is not running.
+func (m *Membership) Keyring() *memberlist.Keyring {
+	m.lifeMu.Lock()
+	defer m.lifeMu.Unlock()
+	if m.ml == nil {
+		return nil
+	}
+	return m.keyring
+}
+
 // Events returns the bounded stream of membership changes, in the order they
 // were applied (Epoch order). It is closed by Leave/Shutdown. If nobody
 // reads, the oldest events are dropped (see Dropped); the view stays exact.
@@ -370,6 +403,15 @@ func (m *Membership) Events() <-chan Event { return m.events }
 
 // Dropped is the number of events discarded because Events was full.
 func (m *Membership) Dropped() uint64 { return m.dropped.Load() }
+
+// EventCount is the number of changes of kind k applied to this node's
+// view since Start (counted whether or not Events delivered them).
+func (m *Membership) EventCount(k EventKind) uint64 {
+	if k < EventJoin || k > EventUpdate {
+		return 0
+	}
+	return m.kinds[k].Load()
+}
 
 // Name is this node's name.
 func (m *Membership) Name() string { return m.cfg.NodeName }
@@ -511,6 +553,7 @@ func (m *Membership) apply(kind EventKind, n *memberlist.Node) {
 		delete(m.members, mem.Name)
 	}
 	m.epoch++
+	m.kinds[kind].Add(1)
 	m.lastChange = now
 	// A leave, or an update announcing one (RoleLeaving), is final for
 	// that run of the node: the planner may act on it at once.
