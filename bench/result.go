@@ -134,6 +134,19 @@ type Sample struct {
 	LocalHit      float64 `json:"local_hit"`
 	Cohorts       int     `json:"cohorts"`
 	Migrations    uint64  `json:"migrations"`
+	// RemoteLockOps is the interval's (owner RPC + MN CAS) lock
+	// acquisitions per completed transaction: the run's
+	// remote_lock_ops_per_txn, per interval.
+	RemoteLockOps float64 `json:"remote_lock_ops_per_txn"`
+	// CNTPS is each compute node's completed transactions per second over
+	// the interval, by node index, where the run counts them per node
+	// (aura sim: by home CN); absent otherwise.
+	CNTPS []float64 `json:"cn_tps,omitempty"`
+	// Owners samples the published OwnerMap (aura mode): present when the
+	// map's epoch changed since the last sample that carried it; a sample
+	// without it has the ownership of the one before (none before the first
+	// map). See OwnerSample.
+	Owners *OwnerSample `json:"owners,omitempty"`
 }
 
 // Params records how the run was made.

@@ -324,6 +324,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 				d := cur.sub(prev)
 				s := sample(now.Sub(r.start), now.Sub(lastT), d)
 				s.Cohorts, s.Migrations = cl.cohorts(), cl.migrationCount()
+				s.Owners = cl.ownerSample(res.Timeline)
 				res.Timeline = append(res.Timeline, s)
 				res.Cohorts.Max = max(res.Cohorts.Max, s.Cohorts)
 				if !now.Before(r.warmEnd) && (!r.afterWarm || s.Cohorts < res.Cohorts.MinAfterWarmup) {
@@ -430,6 +431,9 @@ func sample(at, over time.Duration, d snapshot) Sample {
 	}
 	if locks := d.local + d.ownerRPC + d.mnCAS; locks > 0 {
 		s.LocalHit = float64(d.local) / float64(locks)
+	}
+	if n := d.done(); n > 0 {
+		s.RemoteLockOps = float64(d.ownerRPC+d.mnCAS) / float64(n)
 	}
 	return s
 }

@@ -52,13 +52,21 @@ func (s *sim) tick() error {
 	cohorts := s.pol.cohorts()
 	s.out.Cohorts = append(s.out.Cohorts, cohorts)
 	s.out.TickCNCommitted = append(s.out.TickCNCommitted, slices.Clone(s.tickCnt))
+	sm := bench.Sample{TS: float64(s.now) / 1e9, Cohorts: cohorts, Migrations: s.migrations,
+		CNTPS: make([]float64, len(s.tickCnt))}
+	for i, n := range s.tickCnt {
+		sm.CNTPS[i] = float64(n) / s.cfg.Tick.Seconds()
+	}
 	clear(s.tickCnt)
 	d := s.c.sub(s.prev)
 	s.prev = s.c
-	sm := bench.Sample{TS: float64(s.now) / 1e9, Cohorts: cohorts, Migrations: s.migrations}
 	sm.ThroughputTPS = float64(d.committed) / s.cfg.Tick.Seconds()
 	if d.committed > 0 {
 		sm.AtomicPerTxn = float64(d.cas+d.faa) / float64(d.committed)
+		sm.RemoteLockOps = float64(d.rpc+d.mnCAS) / float64(d.committed)
+	}
+	if a, ok := s.pol.(*aura); ok {
+		sm.Owners = bench.NextOwnerSample(s.res.Timeline, a.cur)
 	}
 	if l := d.local + d.rpc + d.mnCAS; l > 0 {
 		sm.LocalHit = float64(d.local) / float64(l)

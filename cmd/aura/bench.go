@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime/debug"
 	"runtime/pprof"
 	"slices"
@@ -17,11 +18,13 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/aura-runtime/aura/bench"
 	"github.com/aura-runtime/aura/client"
 	"github.com/aura-runtime/aura/rdma"
 	"github.com/aura-runtime/aura/rdma/tcp"
+	htmlreport "github.com/aura-runtime/aura/report"
 )
 
 func init() { subcommands = append(subcommands, newBenchCmd) }
@@ -48,6 +51,7 @@ type benchFlags struct {
 	skipLoad    bool
 	listen      string
 	driftEvery  time.Duration
+	reportDir   string
 }
 
 func newBenchCmd() *cobra.Command {
@@ -112,10 +116,26 @@ key groups are re-dealt among branches (groups of --branch-kgs key groups,
 4 by default when drifting) that transfers mostly stay in (--branch-local),
 with hot branches by --branch-theta, so both which accounts transfer to each
 other and which are hot change; money is conserved across drifts. tenant
-re-deals its tenants' key groups. Not with --connect.`,
+re-deals its tenants' key groups. Not with --connect.
+
+With --report DIR the results also go to a self-contained HTML report,
+written after every mode ran: DIR/index.html (the command line, this
+machine, a table of each mode's headline figures with ratios against
+mn-only, every run's parameters) and PNG plots beside it (throughput,
+atomics/txn, LOCAL hit, remote lock ops/txn, cohorts and migrations over
+time, one line per mode; for aura a heat map of sampled key groups' owners
+over time), plus DIR/runs.json. It opens offline. DIR is created; an
+existing DIR must be empty or hold an earlier report, whose index.html,
+runs.json and plot-*.png are replaced (other files stay); any other DIR is
+refused before the run starts. See docs/report.md.
+
+Progress (unless --quiet) goes to standard error: on a terminal one live
+line per mode rewrites itself (elapsed time, committed, atomics/txn and
+LOCAL hit of the last interval); otherwise a plain line every second.`,
 		Example: `  aura bench
   aura bench --workload tpcc --mode mn-only,static,hash,aura --duration 20s --warmup 5s
   aura bench --workload tpcc --mode mn-only --duration 10s --json out.json
+  aura bench --workload tpcc --mode mn-only,static,aura --duration 10s --report out/
   aura bench --workload bank --duration 5s
   aura bench --workload bank --mode aura --drift-every 2s --duration 20s --json out.json
   aura bench --mn 127.0.0.1:7070 --workload tpcc --warehouses 8
@@ -140,6 +160,7 @@ re-deals its tenants' key groups. Not with --connect.`,
 	fl.IntVar(&f.maxAttempts, "max-attempts", 1000, "attempts per transaction before a client reports it failed")
 	fl.StringVar(&f.jsonPath, "json", "", "write the results as JSON to this file ({\"runs\":[…]} when several modes run)")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress lines")
+	fl.StringVar(&f.reportDir, "report", "", "after the run, write an HTML report with plots to this directory (created; an existing one must be empty or hold an earlier report)")
 	fl.StringVar(&f.cpuProfile, "cpu-profile", "", "write a Go CPU profile of the whole run to this file (inspect with 'go tool pprof')")
 	fl.StringVar(&f.connect, "connect", "", "drive a running cluster instead of an embedded one: aura://HOST:PORT/DB?http_addr=HOST:PORT (a node's remote address and its management API)")
 	fl.BoolVar(&f.skipLoad, "skip-load", false, "with --connect: do not load the tables (they are loaded already); needed to run without --mn")
@@ -182,6 +203,11 @@ func runBench(cmd *cobra.Command, f *benchFlags) error {
 	if err := checkDrift(wl, f.driftEvery, f.duration+f.warmup); err != nil {
 		return err
 	}
+	if f.reportDir != "" {
+		if err := htmlreport.CheckDir(f.reportDir); err != nil {
+			return fmt.Errorf("--report: %w", err)
+		}
+	}
 	stopProfile, err := startCPUProfile(f.cpuProfile)
 	if err != nil {
 		return err
@@ -198,7 +224,8 @@ func runBench(cmd *cobra.Command, f *benchFlags) error {
 	}
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	progress := progressWriter(cmd, f.quiet)
+	progress, endProgress := liveProgress(progressWriter(cmd, f.quiet))
+	defer endProgress()
 	var results []*bench.Result
 	for _, mode := range f.modes {
 		dial, label, cleanup, err := f.memoryNode()
@@ -221,6 +248,7 @@ func runBench(cmd *cobra.Command, f *benchFlags) error {
 		res.Params.Workload = f.workloadFlags.config
 		results = append(results, res)
 	}
+	endProgress()
 	return report(cmd, f, results)
 }
 
@@ -229,6 +257,10 @@ func runBench(cmd *cobra.Command, f *benchFlags) error {
 func report(cmd *cobra.Command, f *benchFlags, results []*bench.Result) error {
 	printSummary(cmd.OutOrStdout(), results)
 	if err := writeResultsJSON(f.jsonPath, results); err != nil {
+		return err
+	}
+	// The report shows failed checks too: write it before failing on them.
+	if err := writeReport(cmd, f.reportDir, f.quiet, results); err != nil {
 		return err
 	}
 	for _, r := range results {
@@ -276,6 +308,11 @@ func runBenchConnect(cmd *cobra.Command, f *benchFlags) error {
 	if f.workloadFlags.name == "trace" && f.clients == 0 {
 		errs = append(errs, errors.New("--connect with --workload trace needs --clients (the trace is split among them)"))
 	}
+	if f.reportDir != "" {
+		if err := htmlreport.CheckDir(f.reportDir); err != nil {
+			errs = append(errs, fmt.Errorf("--report: %w", err))
+		}
+	}
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
@@ -290,7 +327,8 @@ func runBenchConnect(cmd *cobra.Command, f *benchFlags) error {
 	defer stopProfile()
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	progress := progressWriter(cmd, f.quiet)
+	progress, endProgress := liveProgress(progressWriter(cmd, f.quiet))
+	defer endProgress()
 	cfg := bench.ConnectConfig{Mode: mode, Workload: wl, URL: u, Listen: f.listen, SkipLoad: f.skipLoad,
 		Clients: f.clients, Duration: f.duration, Warmup: f.warmup, Seed: f.seed, RateTPS: f.rate,
 		MaxAttempts: f.maxAttempts, Progress: progress}
@@ -305,6 +343,7 @@ func runBenchConnect(cmd *cobra.Command, f *benchFlags) error {
 		return fmt.Errorf("--connect %s: %w", u.HTTPAddr, err)
 	}
 	res.Params.Workload = f.workloadFlags.config
+	endProgress()
 	return report(cmd, f, []*bench.Result{res})
 }
 
@@ -418,4 +457,38 @@ func writeResultsJSON(path string, results []*bench.Result) error {
 		return err
 	}
 	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+// writeReport writes the HTML report of results to dir (nothing when dir is
+// empty), naming this process's command line and machine.
+func writeReport(cmd *cobra.Command, dir string, quiet bool, results []*bench.Result) error {
+	if dir == "" || len(results) == 0 {
+		return nil
+	}
+	runs := make([]bench.Result, len(results))
+	for i, r := range results {
+		runs[i] = *r
+	}
+	in := htmlreport.Input{Runs: runs, Command: commandLine(cmd), Machine: htmlreport.Machine()}
+	if err := htmlreport.Write(dir, in); err != nil {
+		return fmt.Errorf("--report: %w", err)
+	}
+	if !quiet {
+		fmt.Fprintf(cmd.ErrOrStderr(), "report: %s\n", filepath.Join(dir, "index.html"))
+	}
+	return nil
+}
+
+// commandLine is this process's command line when it ran cmd (os.Args),
+// else (cmd run in-process with other arguments) cmd's path with the flags
+// it was given.
+func commandLine(cmd *cobra.Command) string {
+	if len(os.Args) > 1 && os.Args[1] == cmd.Name() {
+		return htmlreport.CommandLine(os.Args)
+	}
+	args := []string{cmd.CommandPath()}
+	cmd.Flags().Visit(func(fl *pflag.Flag) {
+		args = append(args, "--"+fl.Name+"="+fl.Value.String())
+	})
+	return htmlreport.CommandLine(args)
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/aura-runtime/aura/bench"
+	htmlreport "github.com/aura-runtime/aura/report"
 	"github.com/aura-runtime/aura/sim"
 )
 
@@ -28,6 +29,7 @@ type simFlags struct {
 	ownerRPC   time.Duration
 	jsonPath   string
 	quiet      bool
+	reportDir  string
 }
 
 func newSimCmd() *cobra.Command {
@@ -47,10 +49,26 @@ RPC (another CN owns it) or by MN CAS. Durations (--duration, --warmup,
 --tick, --drift-every) are virtual. Results use the same JSON schema as
 'aura bench'.
 
-Modes (comma list, each a separate run on the same seed): ` + strings.Join(sim.Modes, ", ") + `.`,
+Modes (comma list, each a separate run on the same seed): ` + strings.Join(sim.Modes, ", ") + `.
+
+With --report DIR the results also go to a self-contained HTML report,
+written after every mode ran: DIR/index.html (the command line, this
+machine, a table of each mode's headline figures with ratios against
+mn-only and oracle, every run's parameters), PNG plots beside it (per mode
+over virtual time, one sample per --tick: throughput, atomics/txn, LOCAL
+hit, remote lock ops/txn, cohorts, migrations, load imbalance and per-CN
+load; for aura a heat map of sampled key groups' owners over time) and
+DIR/runs.json. It opens offline. DIR is created; an existing DIR must be
+empty or hold an earlier report, whose index.html, runs.json and
+plot-*.png are replaced (other files stay); any other DIR is refused
+before the simulation starts. See docs/report.md.
+
+Progress (unless --quiet) goes to standard error: on a terminal one live
+line per mode rewrites itself; otherwise a plain line every virtual second.`,
 		Example: `  aura sim --workload tpcc --cns 4 --warehouses 16 --mode mn-only,static,aura,oracle --duration 30s --seed 7
   aura sim --workload tpcc --key-encoding legacy --mode aura --lever-b naive
-  aura sim --workload tenant --mode static,hash,aura,oracle --drift-every 10s --json out.json`,
+  aura sim --workload tenant --mode static,hash,aura,oracle --drift-every 10s --json out.json
+  aura sim --workload tpcc --warehouses 16 --mode mn-only,static,aura,oracle --duration 30s --report sim-report/`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runSim(cmd, f) },
 	}
@@ -69,6 +87,7 @@ Modes (comma list, each a separate run on the same seed): ` + strings.Join(sim.M
 	fl.DurationVar(&f.ownerRPC, "owner-rpc", 7*time.Microsecond, "round trip of an owner RPC lock request")
 	fl.StringVar(&f.jsonPath, "json", "", "write the results as JSON to this file ({\"runs\":[…]} when several modes run)")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress lines")
+	fl.StringVar(&f.reportDir, "report", "", "after the simulation, write an HTML report with plots to this directory (created; an existing one must be empty or hold an earlier report)")
 	return cmd
 }
 
@@ -77,7 +96,13 @@ func runSim(cmd *cobra.Command, f *simFlags) error {
 	if err != nil {
 		return err
 	}
-	progress := progressWriter(cmd, f.quiet)
+	if f.reportDir != "" {
+		if err := htmlreport.CheckDir(f.reportDir); err != nil {
+			return fmt.Errorf("--report: %w", err)
+		}
+	}
+	progress, endProgress := liveProgress(progressWriter(cmd, f.quiet))
+	defer endProgress()
 	costs := sim.DefaultCosts()
 	costs.OwnerRPC = f.ownerRPC
 	var results []*bench.Result
@@ -100,9 +125,10 @@ func runSim(cmd *cobra.Command, f *simFlags) error {
 		}
 		results = append(results, out.Result)
 	}
+	endProgress()
 	printSummary(cmd.OutOrStdout(), results)
 	if err := writeResultsJSON(f.jsonPath, results); err != nil {
 		return err
 	}
-	return nil
+	return writeReport(cmd, f.reportDir, f.quiet, results)
 }
