@@ -1,0 +1,151 @@
+package actors
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// testCA writes a CA and a node certificate for 127.0.0.1 it signed into
+// dir, and returns the certificate, key and CA file names.
+func testCA(t *testing.T, dir, name string) (cert, key, ca string) {
+	t.Helper()
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name + " CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true,
+		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caCert, _ := x509.ParseCertificate(caDER)
+	nodeKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodeTmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}
+	nodeDER, err := x509.CreateCertificate(rand.Reader, nodeTmpl, caCert, &nodeKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(nodeKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(file, typ string, der []byte) string {
+		p := filepath.Join(dir, file)
+		if err := os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	return write(name+".crt", "CERTIFICATE", nodeDER), write(name+".key", "EC PRIVATE KEY", keyDER), write(name+"-ca.crt", "CERTIFICATE", caDER)
+}
+
+// TestMutualTLSRefusesStrangers: a peer with a certificate from the
+// cluster's CA completes the handshake; one from another CA, one without a
+// certificate and one speaking plaintext are refused, and each refusal is
+// counted.
+func TestMutualTLSRefusesStrangers(t *testing.T) {
+	dir := t.TempDir()
+	cert, key, ca := testCA(t, dir, "node")
+	ours, err := MutualTLS(cert, key, ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oCert, oKey, oCA := testCA(t, dir, "other")
+	other, err := MutualTLS(oCert, oKey, oCA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other.RootCAs = ours.RootCAs // it trusts us; we do not trust it
+	noCert := ours.Clone()
+	noCert.Certificates = nil
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	srv := serverCreds(ours)
+	serverErr := make(chan error, 1)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_, _, err = srv.ServerHandshake(c)
+			c.Close()
+			serverErr <- err
+		}
+	}()
+	// The server's verdict decides (with TLS 1.3 a client learns of a
+	// refused certificate only after its own handshake returned).
+	dial := func(cfg *tls.Config) {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if cfg == nil {
+			_, _ = c.Write([]byte("GET / HTTP/1.1\r\n\r\n"))
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if conn, _, err := clientCreds(cfg).ClientHandshake(ctx, ln.Addr().String(), c); err == nil {
+			_ = conn.SetReadDeadline(time.Now().Add(2 * time.Second))
+			_, _ = conn.Read(make([]byte, 1)) // until the server's verdict closes it
+		}
+	}
+	before := TLSRefusals()
+	dial(ours)
+	if err := <-serverErr; err != nil {
+		t.Fatalf("server refused a member: %v", err)
+	}
+	for name, cfg := range map[string]*tls.Config{"another CA": other, "no certificate": noCert, "plaintext": nil} {
+		dial(cfg)
+		if err := <-serverErr; err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	if got := TLSRefusals() - before; got != 3 {
+		t.Errorf("%d refusals counted, want 3", got)
+	}
+}
+
+func TestMutualTLSReportsEveryProblem(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.pem")
+	if err := os.WriteFile(bad, []byte("not pem"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := MutualTLS(filepath.Join(dir, "missing.crt"), filepath.Join(dir, "missing.key"), bad)
+	if err == nil {
+		t.Fatal("no error")
+	}
+	for _, want := range []string{"missing.crt", "bad.pem"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%q missing from %v", want, err)
+		}
+	}
+}
