@@ -49,6 +49,9 @@ type ClientConfig struct {
 	MaxInFlight int
 	// Logger receives connection events. Default slog.Default().
 	Logger *slog.Logger
+	// Token is sent in every Hello, for a memory node that requires one
+	// (ServerConfig.Token); at most wire.MaxTokenLen bytes. Default none.
+	Token []byte
 }
 
 // Client defaults; see ClientConfig.
@@ -211,7 +214,7 @@ func (d *Device) dialBackoff(ctx context.Context) (net.Conn, wire.Limits, error)
 		}
 		last = err
 		var we *wire.Error
-		if errors.As(err, &we) && we.Code == wire.CodeVersion {
+		if errors.As(err, &we) && (we.Code == wire.CodeVersion || we.Code == wire.CodeUnauthorized) {
 			break // retrying cannot help
 		}
 		if attempt >= d.cfg.RedialAttempts || ctx.Err() != nil {
@@ -242,7 +245,7 @@ func (d *Device) dialOnce(ctx context.Context) (net.Conn, wire.Limits, error) {
 		return nil, wire.Limits{}, err
 	}
 	stop := context.AfterFunc(ctx, func() { nc.SetDeadline(time.Now()) })
-	limits, err := handshake(nc)
+	limits, err := handshake(nc, d.cfg.Token)
 	if !stop() && err == nil {
 		err = ctx.Err() // the deadline fired after the handshake finished
 	}
@@ -257,8 +260,8 @@ func (d *Device) dialOnce(ctx context.Context) (net.Conn, wire.Limits, error) {
 	return nc, limits, nil
 }
 
-func handshake(nc net.Conn) (wire.Limits, error) {
-	hello := wire.Request{Kind: wire.KindHello, Magic: wire.Magic, Version: wire.Version}
+func handshake(nc net.Conn, token []byte) (wire.Limits, error) {
+	hello := wire.Request{Kind: wire.KindHello, Magic: wire.Magic, Version: wire.Version, Token: token}
 	b, err := wire.AppendRequest(nil, &hello)
 	if err != nil {
 		return wire.Limits{}, err

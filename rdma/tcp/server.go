@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"container/heap"
 	"context"
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"os"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aura-runtime/aura/rdma"
@@ -64,6 +66,12 @@ type ServerConfig struct {
 	Cost *rdma.CostModel
 	// Logger receives connection events and protocol errors. Default slog.Default().
 	Logger *slog.Logger
+	// Token, when set, is required in every client's Hello (compared in
+	// constant time); a client without it, or with another, gets
+	// CodeUnauthorized and is disconnected, logged and counted
+	// (Server.Refused). 1..wire.MaxTokenLen bytes. Default none: any client
+	// that reaches the port is served (loopback tests, a trusted LAN).
+	Token []byte
 }
 
 // Server defaults; see ServerConfig.
@@ -119,6 +127,8 @@ type Server struct {
 	log    *slog.Logger
 	limits wire.Limits
 	stats  *rdma.Counters
+	// refused counts Hellos refused for their token.
+	refused atomic.Uint64
 
 	nicMu sync.Mutex
 	nic   *rdma.NIC
@@ -136,6 +146,9 @@ type Server struct {
 func NewServer(mem *rdma.Memory, cfg ServerConfig) (*Server, error) {
 	if mem == nil {
 		return nil, errors.New("tcp: NewServer: nil memory")
+	}
+	if len(cfg.Token) > wire.MaxTokenLen {
+		return nil, fmt.Errorf("tcp: NewServer: token of %d bytes (max %d)", len(cfg.Token), wire.MaxTokenLen)
 	}
 	cfg = cfg.WithDefaults()
 	s := &Server{
@@ -160,6 +173,9 @@ func NewServer(mem *rdma.Memory, cfg ServerConfig) (*Server, error) {
 // Stats counts the verbs the server has executed, over all connections
 // (Doorbells counts batches).
 func (s *Server) Stats() rdma.Stats { return s.stats.Snapshot() }
+
+// Refused counts the clients refused for their token (ServerConfig.Token).
+func (s *Server) Refused() uint64 { return s.refused.Load() }
 
 // Limits returns what the server announces to clients.
 func (s *Server) Limits() wire.Limits { return s.limits }
@@ -402,8 +418,9 @@ func (c *serverConn) setDeadline(d time.Duration) {
 	}
 }
 
-// handshakeMax caps the first frame: a Hello is HeaderSize+6 bytes.
-const handshakeMax = 256
+// handshakeMax caps the first frame: a Hello is HeaderSize+6 bytes, plus
+// 1+wire.MaxTokenLen with a token.
+const handshakeMax = 512
 
 func (c *serverConn) readLoop() {
 	defer c.s.wg.Done()
@@ -461,6 +478,13 @@ func (c *serverConn) handshake(br *bufio.Reader) bool {
 		c.log.Warn("mn: refusing client: protocol mismatch", "magic", fmt.Sprintf("0x%08x", req.Magic), "version", req.Version)
 		c.reply(&wire.Response{Kind: wire.KindError, ID: req.ID, Err: wire.NewError(wire.CodeVersion,
 			fmt.Sprintf("memory node speaks protocol %d (magic 0x%08x), client sent %d (magic 0x%08x)", wire.Version, wire.Magic, req.Version, req.Magic))}, 0, true)
+		return false
+	}
+	if tok := c.s.cfg.Token; len(tok) > 0 && subtle.ConstantTimeCompare(req.Token, tok) != 1 {
+		c.s.refused.Add(1)
+		c.log.Warn("mn: refusing client: bad or missing token", "refused", c.s.refused.Load())
+		c.reply(&wire.Response{Kind: wire.KindError, ID: req.ID, Err: wire.NewError(wire.CodeUnauthorized,
+			"memory node requires a token")}, 0, true)
 		return false
 	}
 	c.reply(&wire.Response{Kind: wire.KindHelloOK, ID: req.ID, Hello: c.s.limits}, 0, false)

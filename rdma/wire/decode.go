@@ -111,6 +111,13 @@ func DecodeRequest(frame []byte, into *Request) error {
 	case KindHello:
 		into.Magic = c.u32("magic")
 		into.Version = c.u16("version")
+		if len(c.b) > 0 {
+			n := int(c.u8("token length"))
+			if n == 0 {
+				c.fail("empty token")
+			}
+			into.Token = c.take(n, "token")
+		}
 	case KindRegister:
 		n := int(c.u8("name length"))
 		if n > rdma.MaxRegionNameLen {

@@ -65,7 +65,11 @@ func checkBatch(wrs []WorkRequest) error {
 func AppendRequest(dst []byte, r *Request) ([]byte, error) {
 	orig := dst
 	switch r.Kind {
-	case KindHello, KindListRegions:
+	case KindHello:
+		if len(r.Token) > MaxTokenLen {
+			return orig, fmt.Errorf("%w: token of %d bytes (max %d)", ErrEncode, len(r.Token), MaxTokenLen)
+		}
+	case KindListRegions:
 	case KindRegister:
 		if len(r.Name) > rdma.MaxRegionNameLen {
 			return orig, fmt.Errorf("%w: region name of %d bytes (max %d)", ErrEncode, len(r.Name), rdma.MaxRegionNameLen)
@@ -82,6 +86,10 @@ func AppendRequest(dst []byte, r *Request) ([]byte, error) {
 	case KindHello:
 		dst = le.AppendUint32(dst, r.Magic)
 		dst = le.AppendUint16(dst, r.Version)
+		if len(r.Token) > 0 {
+			dst = append(dst, byte(len(r.Token)))
+			dst = append(dst, r.Token...)
+		}
 	case KindRegister:
 		dst = append(dst, byte(len(r.Name)))
 		dst = append(dst, r.Name...)
@@ -124,6 +132,9 @@ func RequestSize(r *Request) int {
 	switch r.Kind {
 	case KindHello:
 		n += 6
+		if len(r.Token) > 0 {
+			n += 1 + len(r.Token)
+		}
 	case KindRegister:
 		n += 1 + len(r.Name) + 8
 	case KindBatch:

@@ -126,6 +126,10 @@ type Request struct {
 	// Hello
 	Magic   uint32
 	Version uint16
+	// Token authenticates the client to a memory node that requires one
+	// (at most MaxTokenLen bytes; encoded after the version only when
+	// set, so a Hello without one is the version-1 Hello unchanged).
+	Token []byte
 	// Register
 	Name   string
 	Length uint64
@@ -196,12 +200,19 @@ const (
 	CodeBatchTooLarge Code = 8
 	// CodeInternal: a server-side failure unrelated to the request.
 	CodeInternal Code = 9
+	// CodeUnauthorized: the memory node requires a token and the Hello
+	// carried none or another one; it closes the connection.
+	CodeUnauthorized Code = 10
 )
+
+// MaxTokenLen bounds a Hello's token.
+const MaxTokenLen = 255
 
 var codeNames = map[Code]string{
 	CodeMalformed: "malformed frame", CodeVersion: "protocol version mismatch", CodeBusy: "server busy",
 	CodeShuttingDown: "shutting down", CodeInvalidArgument: "invalid argument", CodeNoSuchRegion: "no such region",
 	CodeOutOfMemory: "out of memory", CodeBatchTooLarge: "batch too large", CodeInternal: "internal error",
+	CodeUnauthorized: "unauthorized",
 }
 
 func (c Code) String() string {
@@ -219,6 +230,8 @@ var (
 	ErrShuttingDown    = errors.New("wire: memory node shutting down")
 	ErrInvalidArgument = errors.New("wire: invalid argument")
 	ErrInternal        = errors.New("wire: memory node internal error")
+	// ErrUnauthorized: the memory node refused the client's token.
+	ErrUnauthorized = errors.New("wire: memory node refused the client's token")
 )
 
 // Sentinel returns the error that an Error with this code unwraps to.
@@ -240,6 +253,8 @@ func (c Code) Sentinel() error {
 		return rdma.ErrOutOfMemory
 	case CodeBatchTooLarge:
 		return rdma.ErrBatchTooLarge
+	case CodeUnauthorized:
+		return ErrUnauthorized
 	}
 	return ErrInternal
 }

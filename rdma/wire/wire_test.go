@@ -56,6 +56,12 @@ func randRequest(rng *rand.Rand) Request {
 	switch rng.IntN(4) {
 	case 0:
 		r.Kind, r.Magic, r.Version = KindHello, rng.Uint32(), uint16(rng.Uint32())
+		if rng.IntN(2) == 0 {
+			r.Token = []byte(randName(rng, MaxTokenLen))
+			if len(r.Token) == 0 {
+				r.Token = nil // an empty token is not encoded
+			}
+		}
 	case 1:
 		r.Kind, r.Name, r.Length = KindRegister, randName(rng, rdma.MaxRegionNameLen), rng.Uint64()
 	case 2:
@@ -327,6 +333,7 @@ func malformedRequests() map[string][]byte {
 		"prefix mismatch":  badPrefix,
 		"truncated hello":  ok[:len(ok)-1],
 		"trailing":         frame(KindHello, 1, u32(Magic), u16(Version), []byte{0}),
+		"token truncated":  frame(KindHello, 1, u32(Magic), u16(Version), []byte{5}, []byte("ab")),
 		"unknown kind":     frame(0x42, 1),
 		"response kind":    frame(KindHelloOK, 1),
 		"long name":        frame(KindRegister, 1, []byte{rdma.MaxRegionNameLen + 1}, make([]byte, rdma.MaxRegionNameLen+1), u64(1)),
@@ -478,6 +485,7 @@ func seedRequests() [][]byte {
 		out = append(out, b)
 	}
 	add(Request{Kind: KindHello, ID: 0, Magic: Magic, Version: Version})
+	add(Request{Kind: KindHello, ID: 1, Magic: Magic, Version: Version, Token: []byte("s3cret")})
 	add(Request{Kind: KindRegister, ID: 1, Name: "records", Length: 1 << 20})
 	add(Request{Kind: KindListRegions, ID: 2})
 	add(Request{Kind: KindBatch, ID: 3, WRs: []WorkRequest{
