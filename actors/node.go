@@ -61,6 +61,12 @@ type NodeConfig struct {
 	// OwnerMaps it receives say, and its profiler feeds the planner. nil:
 	// every lock by MN CAS (mn-only).
 	Ownership *OwnershipConfig
+	// TxnLatency, when set, receives the seconds each transaction spent in
+	// Submit (queueing for a coordinator included; answers replayed from
+	// the result cache excluded), for a latency histogram.
+	// metrics.Histogram and metrics.PrometheusHistogram fit. It is called
+	// concurrently from every submitting goroutine.
+	TxnLatency interface{ Update(seconds float64) }
 }
 
 // DefaultNodeConfig returns the defaults documented on NodeConfig.
@@ -116,6 +122,7 @@ type Node struct {
 	next   atomic.Uint64
 	cache  resultCache
 	own    *ownership
+	stats  nodeStats
 	// ownSystem: the node created system and shuts it down on Close.
 	ownSystem bool
 }
@@ -259,6 +266,22 @@ func (n *Node) HandleUnlock(req *messages.UnlockRequest) *messages.UnlockReply {
 	return n.own.svc.HandleUnlock(req)
 }
 
+// CohortCounts returns the cohorts the node owns (grants their locks) and
+// those frozen and not yet retired (draining, or handed off and awaiting
+// the map that publishes the move); both 0 without the owner path. A
+// relinquished node's cohorts count as frozen.
+func (n *Node) CohortCounts() (owned, frozen int) {
+	if n.own == nil {
+		return 0, 0
+	}
+	n.own.mu.Lock()
+	defer n.own.mu.Unlock()
+	if n.own.relinquished {
+		return 0, len(n.own.owned) + len(n.own.frozen)
+	}
+	return len(n.own.owned), len(n.own.frozen)
+}
+
 // HeldCohorts returns the cohorts the node still holds: owned, or frozen
 // and not yet retired (0 without the owner path).
 func (n *Node) HeldCohorts() int {
@@ -288,10 +311,25 @@ func (n *Node) Name() string { return n.cfg.Name }
 // result. A transaction id whose final outcome (committed or rolled back) is
 // recorded is answered from the record without running again.
 func (n *Node) Submit(ctx context.Context, msg *messages.TxnSubmit) (*messages.TxnResult, error) {
+	n.stats.noteEpochSeen(msg.GetEpochSeen())
 	if r, ok := n.cache.get(msg.GetTxnId()); ok {
+		n.stats.replayed.Add(1)
 		out := proto.Clone(r).(*messages.TxnResult)
 		out.Replayed = true
 		return out, nil
+	}
+	res, err := n.submit(ctx, msg)
+	outcome := messages.TxnOutcome_TXN_OUTCOME_ERROR
+	if err == nil {
+		outcome = res.GetOutcome()
+	}
+	n.stats.count(msg, outcome)
+	return res, err
+}
+
+func (n *Node) submit(ctx context.Context, msg *messages.TxnSubmit) (*messages.TxnResult, error) {
+	if l := n.cfg.TxnLatency; l != nil {
+		defer func(start time.Time) { l.Update(time.Since(start).Seconds()) }(time.Now())
 	}
 	timeout := n.cfg.RequestTimeout
 	if d, ok := ctx.Deadline(); ok {
@@ -379,6 +417,7 @@ func (c *coordinatorActor) run(msg *messages.TxnSubmit) *messages.TxnResult {
 	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.RequestTimeout)
 	r := c.coord.Run(ctx, msg.GetTxnId(), prog)
 	cancel()
+	n.stats.add(&r.Counters)
 	res.LatencyMicros = uint64(time.Since(start).Microseconds())
 	res.Counters = countersProto(r.Counters)
 	if r.Err != nil {

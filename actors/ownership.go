@@ -110,15 +110,20 @@ type ownership struct {
 	activator *actor.PID
 	root      *actor.RootContext
 
+	// profMu guards the profiler and its buffers: apart from mu, so that
+	// building a heartbeat's summary (milliseconds on TPC-C) does not hold
+	// up freezes, handoffs and map installs, which wait on mu.
+	profMu sync.Mutex
+	prof   *accessgraph.Profiler
+	tick   uint64
+	wbuf   []control.KeyGroup
+	rbuf   []control.KeyGroup
+
 	mu     sync.Mutex // guards everything below
 	asm    *planner.Assembler
 	owned  map[control.CohortID][]control.KeyGroup
 	epoch  map[control.CohortID]uint64 // install epoch of owned cohorts
 	frozen map[control.CohortID]frozenCohort
-	prof   *accessgraph.Profiler
-	tick   uint64
-	wbuf   []control.KeyGroup
-	rbuf   []control.KeyGroup
 	// relinquished: the node is leaving; it grants none of its cohorts any
 	// more and installs no new ones.
 	relinquished bool
@@ -218,8 +223,8 @@ func (o *ownership) locker(qp rdma.QueuePair, fallback occ.Locker) occ.Locker {
 func (o *ownership) record(msg *messages.TxnSubmit, c occ.Counters) {
 	fp := o.wl.Footprint(msg)
 	rule := o.wl.Rule()
-	o.mu.Lock()
-	defer o.mu.Unlock()
+	o.profMu.Lock()
+	defer o.profMu.Unlock()
 	o.wbuf, o.rbuf = o.wbuf[:0], o.rbuf[:0]
 	for _, r := range fp.Writes {
 		o.wbuf = append(o.wbuf, control.KeyGroup(rule.KeyGroup(r)))
@@ -243,9 +248,11 @@ func (o *ownership) run() {
 			return
 		case <-t.C:
 		}
-		o.mu.Lock()
+		o.profMu.Lock()
 		o.tick++
 		s := o.prof.Summary(o.tick, accessgraph.SummaryV2)
+		o.profMu.Unlock()
+		o.mu.Lock()
 		s.OwnermapEpoch = o.asm.Installed().Epoch
 		retired := o.retireDrained()
 		o.mu.Unlock()

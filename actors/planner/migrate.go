@@ -146,6 +146,31 @@ func (a *Actor) sendMigrations(ctx actor.Context, out []transfer.Send) {
 	}
 }
 
+// transferTick asks the actor to Tick the controller for a deadline
+// finer than the planner's ticks (transfer.Config.DrainBudgetMicros).
+type transferTick struct{}
+
+// armTransferTimer schedules a transferTick for the controller's next
+// fine deadline, if any and none is scheduled.
+func (a *Actor) armTransferTimer(ctx actor.Context) {
+	next := a.xfer.NextTickMicros()
+	if next == 0 || a.tickArmed {
+		return
+	}
+	a.tickArmed = true
+	self, root := ctx.Self(), ctx.ActorSystem().Root
+	time.AfterFunc(time.Duration(max(next-a.nowMicros(), 0))*time.Microsecond, func() { root.Send(self, transferTick{}) })
+}
+
+func (a *Actor) onTransferTick(ctx actor.Context) {
+	a.tickArmed = false
+	if !a.xfer.Active() {
+		return
+	}
+	a.sendMigrations(ctx, a.xfer.Tick(a.nowMicros()))
+	a.afterTransferStep(ctx)
+}
+
 func (a *Actor) onMigrationDone(ctx actor.Context, d migrationDone) {
 	if d.err != nil || d.rep == nil {
 		a.log.Debug("migration message unanswered", "node", d.node, "err", d.err)
@@ -158,6 +183,7 @@ func (a *Actor) onMigrationDone(ctx actor.Context, d migrationDone) {
 // afterTransferStep publishes the staged map once the round settled, with
 // the migrations' outcomes applied, and collects finished records.
 func (a *Actor) afterTransferStep(ctx actor.Context) {
+	defer a.armTransferTimer(ctx)
 	if a.staged != nil && a.xfer.Settled() {
 		m := a.applyOutcomes(a.staged)
 		a.staged = nil

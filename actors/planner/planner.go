@@ -73,7 +73,16 @@ func DefaultConfig(name string, nodes int) Config {
 	loop := plane.DefaultConfig(nodes)
 	return Config{Name: name, Loop: loop, Tick: 100 * time.Millisecond,
 		ChunkBytes: DefaultChunkBytes, PushTimeout: 2 * time.Second, MaxHeartbeatsPerTick: 1024, StartupTicks: 10,
-		Transfer: transfer.DefaultConfig(name)}
+		Transfer: defaultTransfer(name)}
+}
+
+// defaultTransfer is transfer.DefaultConfig with a 5 ms drain budget: a
+// cohort whose holders take longer is rolled back and planned again rather
+// than keep its round frozen (SPEC §6 targets a freeze window of ≈ 10 ms).
+func defaultTransfer(name string) transfer.Config {
+	c := transfer.DefaultConfig(name)
+	c.DrainBudgetMicros = 5_000
+	return c
 }
 
 // Validate reports every problem at once.
@@ -150,6 +159,14 @@ type Status struct {
 	Transfer     transfer.Stats
 	FreezeMicros []int64
 	DrainMicros  []int64
+	// LastTickMicros is how long the last planning tick took (the control
+	// loop's Tick: graph decay, clustering, the plan); TickMicros sums
+	// them over Tick ticks, for a mean.
+	LastTickMicros int64
+	TickMicros     uint64
+	// GraphNodes and GraphEdges are the access graph's key groups and
+	// edges after the last tick.
+	GraphNodes, GraphEdges int
 }
 
 // GetStatus asks the actor for its Status.
@@ -210,6 +227,7 @@ type Actor struct {
 	// publishedRound: the map of the round's outcomes is published and
 	// awaits every node's acknowledgement before Publish is sent.
 	publishedRound bool
+	tickArmed      bool // a transferTick is scheduled
 	freezeMicros   []int64
 	drainMicros    []int64
 	round          roundLog
@@ -322,6 +340,10 @@ func (a *Actor) Receive(ctx actor.Context) {
 	case migrationDone:
 		if a.xfer != nil {
 			a.onMigrationDone(ctx, m)
+		}
+	case transferTick:
+		if a.xfer != nil {
+			a.onTransferTick(ctx)
 		}
 	case GetStatus:
 		st := a.status
@@ -544,7 +566,12 @@ func (a *Actor) onTick(ctx actor.Context) {
 	}
 	a.tick++
 	a.status.Tick = a.tick
+	tickStart := time.Now()
 	d, err := a.loop.Tick(plane.TickInput{Tick: a.tick, State: a.state(), Unsettled: a.nodes.Unsettled})
+	took := time.Since(tickStart).Microseconds()
+	a.status.LastTickMicros = took
+	a.status.TickMicros += uint64(max(took, 0))
+	a.status.GraphNodes, a.status.GraphEdges = a.loop.Graph().Len()
 	if err != nil {
 		a.log.Error("planner tick", "err", err)
 		return

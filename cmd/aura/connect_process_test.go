@@ -180,6 +180,36 @@ func TestConnectProcessesDriveTheCluster(t *testing.T) {
 			t.Errorf("%s: ownermap %d, epoch header %q after topology epoch %d", nodes[i].name, resp.StatusCode, resp.Header.Get(client.EpochHeader), topo.Epoch)
 		}
 	}
+	// Issue 9's acceptance: every node's /metrics shows transactions, lock
+	// paths and verbs; the planner's node its ticks and migrations; every
+	// node is ready.
+	for i, h := range https {
+		var ready readyStatus
+		if status, _ := getJSON(t, http.MethodGet, "http://"+h+readyzPath, &ready); status != http.StatusOK || ready.OwnerMapEpoch == 0 || ready.Members != 3 {
+			t.Errorf("%s: /readyz %d %+v", nodes[i].name, status, ready)
+		}
+		m := scrape(t, "http://"+h, "")
+		for _, name := range []string{`aura_txn_total{type="new_order",outcome="committed"}`, `aura_txn_duration_seconds_count`,
+			`aura_locks_total{path="local"}`, `aura_verbs_total{op="read"}`, `aura_verbs_total{op="cas"}`, `aura_manifest_epoch`,
+			`aura_manifest_bytes`, `aura_membership_members`} {
+			if m[name] <= 0 {
+				t.Errorf("%s: %s = %v", nodes[i].name, name, m[name])
+			}
+		}
+		if i == 0 {
+			for _, name := range []string{`aura_planner_active`, `aura_planner_ticks_total`, `aura_planner_graph_nodes`,
+				`aura_planner_cohorts`, `aura_migrations_started_total`, `aura_migration_freeze_seconds_count`} {
+				if m[name] <= 0 {
+					t.Errorf("%s (planner): %s = %v", nodes[i].name, name, m[name])
+				}
+			}
+			t.Logf("planner: %v ticks, last %.2f ms, graph %v key groups / %v edges, %v migrations moved, %v freeze samples",
+				m[`aura_planner_ticks_total`], 1e3*m[`aura_planner_tick_seconds`], m[`aura_planner_graph_nodes`],
+				m[`aura_planner_graph_edges`], m[`aura_migrations_total{outcome="moved"}`], m[`aura_migration_freeze_seconds_count`])
+		} else if m[`aura_planner_active`] != 0 {
+			t.Errorf("%s: aura_planner_active %v off the planner's node", nodes[i].name, m[`aura_planner_active`])
+		}
+	}
 	var apiErr client.APIError
 	if status, _ := getJSON(t, http.MethodGet, "http://"+https[1]+"/management/nope", &apiErr); status != http.StatusNotFound || apiErr.Code != "NotFound" {
 		t.Errorf("unknown path: %d %+v", status, apiErr)

@@ -93,7 +93,7 @@ requests it has read, closes the connections and exits 0.`,
 		"close connections that sent no request for this long (clients reconnect transparently); 0 disables")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 10*time.Second,
 		"on SIGINT/SIGTERM, how long to let connections finish the requests already read before closing them")
-	fl.StringVar(&f.metricsAddr, "metrics", "", "serve the memory node's verb counters in Prometheus text format on http://HOST:PORT/metrics (empty: off)")
+	fl.StringVar(&f.metricsAddr, "metrics", "", "serve the memory node's verb counters and memory use in Prometheus text format on http://HOST:PORT/metrics (docs/metrics.md), and liveness on /healthz (empty: off; no authentication: bind a private address)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level on stderr: debug, info, warn or error")
 	fl.StringVar(&f.logFormat, "log-format", "text", "log format on stderr: text or json")
 	return cmd
@@ -158,7 +158,7 @@ func runMN(ctx context.Context, f *mnFlags, stdout, stderr io.Writer) error {
 	}
 	addr := l.Addr().String()
 	if f.metricsAddr != "" {
-		maddr, stop, err := serveMNMetrics(ctx, f.metricsAddr, srv.Stats, log)
+		maddr, stop, err := serveMNMetrics(ctx, f.metricsAddr, srv.Stats, srv.Refused, mem, log)
 		if err != nil {
 			l.Close()
 			srv.Close()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -14,10 +15,13 @@ import (
 	"github.com/aura-runtime/aura/rdma"
 )
 
-// serveMNMetrics serves the memory node's verb counters in Prometheus text
-// format on /metrics until ctx ends. The counters are read from the server at
-// scrape time, so serving them costs nothing on the verb path.
-func serveMNMetrics(ctx context.Context, addr string, stats func() rdma.Stats, log *slog.Logger) (string, func(), error) {
+// serveMNMetrics serves the memory node's verb counters and memory in
+// Prometheus text format on /metrics (docs/metrics.md), and liveness on
+// /healthz, until stopped. The counters are read from the server at scrape
+// time, so serving them costs nothing on the verb path. mem and refused
+// (the clients refused for their token) may be nil.
+func serveMNMetrics(ctx context.Context, addr string, stats func() rdma.Stats, refused func() uint64, mem *rdma.Memory,
+	log *slog.Logger) (string, func(), error) {
 	set := metrics.NewSet()
 	counter := func(name string, get func(rdma.Stats) uint64) {
 		set.NewGauge(name, func() float64 { return float64(get(stats())) })
@@ -31,10 +35,29 @@ func serveMNMetrics(ctx context.Context, addr string, stats func() rdma.Stats, l
 	counter(`aura_mn_verb_errors_total`, func(s rdma.Stats) uint64 { return s.Errors })
 	counter(`aura_mn_bytes_total{dir="read"}`, func(s rdma.Stats) uint64 { return s.BytesRead })
 	counter(`aura_mn_bytes_total{dir="write"}`, func(s rdma.Stats) uint64 { return s.BytesWritten })
+	if refused != nil {
+		set.NewGauge(`aura_mn_clients_refused_total`, func() float64 { return float64(refused()) })
+	}
+	if mem != nil {
+		set.NewGauge(`aura_mn_memory_capacity_bytes`, func() float64 { return float64(mem.Capacity()) })
+		// One Regions call per gauge and scrape: a handful of regions.
+		set.NewGauge(`aura_mn_memory_registered_bytes`, func() float64 {
+			var n uint64
+			for _, r := range mem.Regions() {
+				n += r.Length
+			}
+			return float64(n)
+		})
+		set.NewGauge(`aura_mn_regions`, func() float64 { return float64(len(mem.Regions())) })
+	}
 
 	mux := http.NewServeMux()
-	mux.HandleFunc("/metrics", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+	mux.HandleFunc(healthzPath, func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"status":"ok"}`+"\n")
+	})
+	mux.HandleFunc(metricsPath, func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 		set.WritePrometheus(w)
 		metrics.WriteProcessMetrics(w)
 	})

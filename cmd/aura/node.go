@@ -20,6 +20,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/aura-runtime/aura/actors"
+	"github.com/aura-runtime/aura/actors/owner"
 	"github.com/aura-runtime/aura/actors/planner"
 	"github.com/aura-runtime/aura/cluster"
 	"github.com/aura-runtime/aura/control"
@@ -109,10 +110,17 @@ Once joined it prints one line on stdout,
 --http serves the management API: GET /management/topology (the workers
 and the cohorts each owns), /management/partition-route?rule=NAME&key=K1,K2
 (where a key tuple goes under a named partition rule: the workload's rules,
-default_range, and those of --rules) and /management/ownermap. With
---auth-token (or $AURA_AUTH_TOKEN) every request must carry
-"Authorization: Bearer TOKEN", else it is answered 401 NotAuthorized; there
-is no unauthenticated endpoint. aura topology and aura route read it.
+default_range, and those of --rules) and /management/ownermap; /metrics
+(Prometheus text format, the aura_ metrics of docs/metrics.md); /healthz
+(liveness: 200 {"status":"ok"} while the process serves HTTP, from the
+moment the port is bound) and /readyz (readiness: 200 once the tables are
+loaded, the node is in its membership view and not leaving, and it has an
+OwnerMap or none is expected yet; else 503 {"code":"NotReady","message"}).
+With --auth-token (or $AURA_AUTH_TOKEN) every request except /healthz and
+/readyz must carry "Authorization: Bearer TOKEN", else it is answered 401
+NotAuthorized; /metrics is protected too (give the scraper the token), the
+two health endpoints are open so that probes need no credentials. aura
+topology and aura route read the API.
 
 SIGINT or SIGTERM: it stops granting the locks of the cohorts it owns,
 leaves the membership (others see a graceful leave, and the planner moves
@@ -151,7 +159,7 @@ transactions it accepted and exits 0.`,
 	fl.StringVar(&f.logFormat, "log-format", "text", "log format on stderr: text or json")
 	fl.BoolVar(&f.testTimings, "test-timings", false, "membership timings for loopback tests (fast failure detection)")
 	fl.DurationVar(&f.waitLoad, "wait-load", 0, "wait this long for the tables to be loaded (for example by 'aura bench --connect', which loads them before it drives the cluster) before giving up; 0: they must be loaded already")
-	fl.StringVar(&f.http, "http", "", "management API address, HOST:PORT (GET /management/topology, /management/partition-route and /management/ownermap, for aura bench --connect, aura topology and aura route); empty: none")
+	fl.StringVar(&f.http, "http", "", "management API address, HOST:PORT (GET /management/topology, /management/partition-route and /management/ownermap, for aura bench --connect, aura topology and aura route; /metrics, /healthz and /readyz); empty: none")
 	f.mgmt.register(fl)
 	return cmd
 }
@@ -269,6 +277,18 @@ func runNode(ctx context.Context, f *nodeFlags, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
+	// The management server answers /healthz (and /readyz: not ready) from
+	// here on, while the node dials the memory node, waits for the tables
+	// and joins; the rest of the API once the node runs.
+	var mgmt *mgmtServer
+	var nm *nodeMetrics
+	if httpLn != nil {
+		nm = newNodeMetrics()
+		mopts.Metrics = nm
+		mgmt = startMgmtEarly(httpLn, log.With("component", "http"), mopts)
+		defer mgmt.shutdown()
+		log.Info("management API listening", "addr", mgmt.Addr(), "auth", mopts.AuthToken != "", "rules", mopts.Rules.Len())
+	}
 	dev, err := tcp.Dial(ctx, f.mn, tcp.ClientConfig{})
 	if err != nil {
 		return fmt.Errorf("memory node %s: %w", f.mn, err)
@@ -339,7 +359,13 @@ func runNode(ctx context.Context, f *nodeFlags, stdout, stderr io.Writer) error 
 	ncfg.Logger = log
 	ncfg.System = sys
 	// No static roster: every OwnerMap comes with the planner's.
-	ncfg.Ownership = &actors.OwnershipConfig{Transport: tr, HeartbeatEvery: f.heartbeat, Heartbeat: pl.heartbeat}
+	var otr owner.Transport = tr
+	if nm != nil {
+		// Owner RPC latency, and the transaction latency histogram.
+		otr = nm.timed(tr)
+		ncfg.TxnLatency = nm.txnLatency
+	}
+	ncfg.Ownership = &actors.OwnershipConfig{Transport: otr, HeartbeatEvery: f.heartbeat, Heartbeat: pl.heartbeat}
 	node, err := actors.NewNode(ncfg, dev, layout, wl)
 	if err != nil {
 		return err
@@ -349,10 +375,9 @@ func runNode(ctx context.Context, f *nodeFlags, stdout, stderr io.Writer) error 
 	}, actor.WithMailbox(actor.Bounded(4*f.maxInFlight))), TxnActorName); err != nil {
 		return err
 	}
-	var mgmt *mgmtServer
-	if httpLn != nil {
-		mgmt = startMgmt(httpLn, node, mem, f.plannerOrder, log.With("component", "http"), mopts)
-		log.Info("management API listening", "addr", mgmt.Addr(), "auth", mopts.AuthToken != "", "rules", mopts.Rules.Len())
+	if mgmt != nil {
+		nm.attach(node, mem, dev.Stats, pl.status)
+		mgmt.attach(node, mem, f.plannerOrder)
 	}
 	gaddr := mem.Addr()
 	fmt.Fprintf(stdout, "%s%s remote %s gossip %s\n", nodeReadyPrefix, f.name, rem.Address(), gaddr)
@@ -369,7 +394,7 @@ func runNode(ctx context.Context, f *nodeFlags, stdout, stderr io.Writer) error 
 	<-ctx.Done()
 	log.Info("leaving")
 	if mgmt != nil {
-		mgmt.shutdown() // first: no topology served from a node on its way out
+		mgmt.shutdown() // first: not ready, and no topology served from a node on its way out
 	}
 	handOff(mem, node, f.leave, log)
 	stopRun()
@@ -497,6 +522,20 @@ type plannerHost struct {
 	mu     sync.Mutex
 	leader string
 	pid    *actor.PID
+}
+
+// status returns the Status of the planner actor when this node hosts it,
+// waiting at most timeout (for the metrics and /readyz).
+func (p *plannerHost) status(timeout time.Duration) (planner.Status, bool) {
+	p.mu.Lock()
+	pid := p.pid
+	p.mu.Unlock()
+	if pid == nil {
+		return planner.Status{}, false
+	}
+	r, err := p.sys.Root.RequestFuture(pid, planner.GetStatus{}, timeout).Result()
+	st, ok := r.(planner.Status)
+	return st, err == nil && ok
 }
 
 // heartbeat sends a summary to the current planner.

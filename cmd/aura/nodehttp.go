@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -48,6 +49,7 @@ const (
 //   - GET /management/topology: the live compute nodes as workers (SPEC §8,
 //     with partition = cohort and worker = compute node), see
 //     client.Topology;
+//
 //   - GET /management/partition-route?rule=NAME&key=K1,K2[&epoch=E]: where
 //     a key tuple goes (client.PartitionRoute): the named rule (package
 //     rules) maps it to a key group and partition value; the key group's
@@ -55,23 +57,44 @@ const (
 //     fallback table, else the workload's static fallback over the
 //     topology's workers — the choice client.Client makes for a
 //     transaction writing that key;
+//
 //   - GET /management/ownermap: an AURA extension, the node's installed
 //     OwnerMap as a version-2 manifest (X-Aura-Epoch: its epoch), from
 //     which a client takes the cohort → key group overlay it routes by.
 //
-// With a token (aura node --auth-token), every request, to any path, must
-// carry "Authorization: Bearer TOKEN", or is answered 401 NotAuthorized
-// before anything else is looked at; the API has no unauthenticated health
-// endpoint. Anything else is a JSON error {code, message} with its status.
+//   - GET /metrics: the node's metrics in Prometheus text format
+//     (docs/metrics.md);
+//
+//   - GET /healthz (liveness): 200 {"status":"ok"} while the process serves
+//     HTTP, from the moment the port is bound;
+//
+//   - GET /readyz (readiness): 200 once the node is ready to take
+//     transactions, else 503 {code: "NotReady", message} (see readiness).
+//
+// With a token (aura node --auth-token), every request except /healthz and
+// /readyz must carry "Authorization: Bearer TOKEN", or is answered 401
+// NotAuthorized before anything else is looked at; /metrics is protected
+// like the rest (it describes the cluster's ownership and load). The two
+// health endpoints stay open so that orchestrators' probes, which carry no
+// credentials, work; they reveal only whether the node is up and ready.
+// Anything else is a JSON error {code, message} with its status.
+//
+// The server starts as soon as the port is bound (startMgmtEarly); until
+// the node is attached (its tables loaded, membership joined) only the
+// health endpoints and /metrics answer, the rest 503 NotReady.
 type mgmtServer struct {
-	node  *actors.Node
-	mem   *cluster.Membership
-	order []string // --nodes
-	opts  mgmtOptions
-	log   *slog.Logger
-	srv   *http.Server
-	ln    net.Listener
-	done  chan struct{}
+	// node, mem and order are set once by attach, before attached is.
+	node     *actors.Node
+	mem      *cluster.Membership
+	order    []string // --nodes
+	attached atomic.Bool
+	// leaving: the node is shutting down; it is not ready any more.
+	leaving atomic.Bool
+	opts    mgmtOptions
+	log     *slog.Logger
+	srv     *http.Server
+	ln      net.Listener
+	done    chan struct{}
 
 	tokenSum [sha256.Size]byte // of opts.AuthToken
 
@@ -97,24 +120,57 @@ type mgmtOptions struct {
 	// rendezvous hashing.
 	Workload workload.Workload
 	// AuthToken, when not empty, is the bearer token every request must
-	// carry.
+	// carry (except /healthz and /readyz).
 	AuthToken string
+	// Metrics are the node's metrics, served on /metrics; nil: a set with
+	// the node's own counters and membership only (no device verbs, no
+	// planner, no latency histograms fed).
+	Metrics *nodeMetrics
 }
 
-// startMgmt serves the management API on ln until shutdown.
+// codeNotReady is the error code of /readyz and of the API before the node
+// is attached.
+const codeNotReady = "NotReady"
+
+// startMgmt serves the management API of node on ln until shutdown.
 func startMgmt(ln net.Listener, node *actors.Node, mem *cluster.Membership, order []string, log *slog.Logger, opts mgmtOptions) *mgmtServer {
-	s := &mgmtServer{node: node, mem: mem, order: order, opts: opts, log: log, ln: ln, done: make(chan struct{})}
+	s := startMgmtEarly(ln, log, opts)
+	s.attach(node, mem, order)
+	return s
+}
+
+// startMgmtEarly serves the health endpoints and /metrics on ln at once,
+// and the rest of the API once attach names the node: a node waiting for
+// its tables (--wait-load) is alive, and says it is not ready.
+func startMgmtEarly(ln net.Listener, log *slog.Logger, opts mgmtOptions) *mgmtServer {
+	if opts.Metrics == nil {
+		opts.Metrics = newNodeMetrics()
+	}
+	s := &mgmtServer{opts: opts, log: log, ln: ln, done: make(chan struct{})}
 	if opts.AuthToken != "" {
 		s.tokenSum = sha256.Sum256([]byte(opts.AuthToken))
 	}
-	mux := http.NewServeMux()
-	mux.HandleFunc(client.TopologyPath, s.get(s.topology))
-	mux.HandleFunc(client.OwnerMapPath, s.get(s.ownerMap))
-	mux.HandleFunc(client.PartitionRoutePath, s.method(s.partitionRoute))
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+	opts.Metrics.set.NewGauge("aura_http_auth_refused_total", func() float64 { return float64(s.AuthFailures()) })
+	api := http.NewServeMux()
+	api.HandleFunc(client.TopologyPath, s.get(s.topology))
+	api.HandleFunc(client.OwnerMapPath, s.get(s.ownerMap))
+	api.HandleFunc(client.PartitionRoutePath, s.method(s.partitionRoute))
+	api.HandleFunc(metricsPath, s.get(s.metrics))
+	api.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, http.StatusNotFound, "NotFound", "no such endpoint: "+r.URL.Path)
 	})
-	s.srv = &http.Server{Handler: s.authenticate(mux), ReadHeaderTimeout: mgmtReadHeaderTimeout, ReadTimeout: mgmtReadTimeout,
+	protected := s.authenticate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !s.attached.Load() && r.URL.Path != metricsPath {
+			writeAPIError(w, http.StatusServiceUnavailable, codeNotReady, "node starting: "+r.URL.Path+" is served once it has joined")
+			return
+		}
+		api.ServeHTTP(w, r)
+	}))
+	root := http.NewServeMux()
+	root.HandleFunc(healthzPath, s.method(s.healthz))
+	root.HandleFunc(readyzPath, s.method(s.readyz))
+	root.Handle("/", protected)
+	s.srv = &http.Server{Handler: root, ReadHeaderTimeout: mgmtReadHeaderTimeout, ReadTimeout: mgmtReadTimeout,
 		WriteTimeout: mgmtWriteTimeout, IdleTimeout: mgmtIdleTimeout, MaxHeaderBytes: mgmtMaxHeaderBytes,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	go func() {
@@ -126,12 +182,113 @@ func startMgmt(ln net.Listener, node *actors.Node, mem *cluster.Membership, orde
 	return s
 }
 
+// attach makes the server serve node's API (once).
+func (s *mgmtServer) attach(node *actors.Node, mem *cluster.Membership, order []string) {
+	if s.attached.Load() {
+		return
+	}
+	s.node, s.mem, s.order = node, mem, order
+	s.opts.Metrics.attach(node, mem, nil, nil) // no-op if the caller attached it with more sources
+	s.attached.Store(true)
+}
+
+// Paths of the health and metrics endpoints.
+const (
+	healthzPath = "/healthz"
+	readyzPath  = "/readyz"
+	metricsPath = "/metrics"
+)
+
+func (s *mgmtServer) healthz(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	_, _ = io.WriteString(w, `{"status":"ok"}`+"\n")
+}
+
+// readyStatus is /readyz's answer when the node is ready.
+type readyStatus struct {
+	Status        string `json:"status"` // "ready"
+	Node          string `json:"node"`
+	OwnerMapEpoch uint64 `json:"ownermap_epoch"`
+	Members       int    `json:"members"`
+}
+
+// readiness says whether the node is ready to take transactions, and if
+// not, why. Ready means all of:
+//   - started: its tables are loaded and its actors run (attach happens
+//     only then);
+//   - joined: it is in its own membership view, and not leaving (no
+//     RoleLeaving, no shutdown begun);
+//   - mapped: it has installed an OwnerMap, or none is expected yet. One
+//     is expected once the cluster is known to have published one: a
+//     client routed a transaction here by a map (TxnSubmit.epoch_seen), or
+//     the planner this node hosts has published an epoch. A fresh cluster
+//     publishes its first map only once transactions have shown the
+//     planner what to place, so an idle node without a map is ready: with
+//     no map every lock takes the memory node's CAS path, which is correct.
+func (s *mgmtServer) readiness() (readyStatus, string) {
+	if s.leaving.Load() {
+		return readyStatus{}, "node is shutting down"
+	}
+	if !s.attached.Load() {
+		return readyStatus{}, "node starting: waiting for the tables and the membership"
+	}
+	name := s.node.Name()
+	members, _ := s.mem.Snapshot()
+	self := -1
+	for i, m := range members {
+		if m.Name == name {
+			self = i
+		}
+	}
+	if self < 0 {
+		return readyStatus{}, "node " + name + " is not in its membership view (not joined, or left)"
+	}
+	if members[self].HasRole(cluster.RoleLeaving) {
+		return readyStatus{}, "node " + name + " is leaving the cluster"
+	}
+	installed := s.node.OwnerMapEpoch()
+	if installed == 0 {
+		known := s.node.EpochSeen()
+		if st, ok := s.opts.Metrics.hostedPlanner(readyPlannerTimeout); ok {
+			known = max(known, st.Epoch)
+		}
+		if known > 0 {
+			return readyStatus{}, fmt.Sprintf("node %s has no OwnerMap installed; the cluster has published epoch %d", name, known)
+		}
+	}
+	return readyStatus{Status: "ready", Node: name, OwnerMapEpoch: installed, Members: len(members)}, ""
+}
+
+// readyPlannerTimeout bounds /readyz's question to a planner on this node;
+// probes expect answers in about a second.
+const readyPlannerTimeout = 200 * time.Millisecond
+
+func (s *mgmtServer) readyz(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Cache-Control", "no-store")
+	st, why := s.readiness()
+	if why != "" {
+		writeAPIError(w, http.StatusServiceUnavailable, codeNotReady, why)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(st)
+}
+
+func (s *mgmtServer) metrics(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	s.opts.Metrics.writePrometheus(w)
+}
+
 // Addr is the address the server listens on.
 func (s *mgmtServer) Addr() string { return s.ln.Addr().String() }
 
 // shutdown stops accepting, lets requests in flight finish (bounded by
-// mgmtShutdownTimeout) and waits for the server to return.
+// mgmtShutdownTimeout) and waits for the server to return. It may be
+// called more than once.
 func (s *mgmtServer) shutdown() {
+	s.leaving.Store(true)
 	ctx, cancel := context.WithTimeout(context.Background(), mgmtShutdownTimeout)
 	defer cancel()
 	if err := s.srv.Shutdown(ctx); err != nil {
@@ -284,7 +441,7 @@ type mgmtFlags struct {
 }
 
 func (f *mgmtFlags) register(fl *pflag.FlagSet) {
-	fl.StringVar(&f.authToken, "auth-token", "", "bearer token the management API requires on every request (401 NotAuthorized without it); default: $"+authTokenEnv+"; empty: no authentication. 1..256 bytes of visible ASCII")
+	fl.StringVar(&f.authToken, "auth-token", "", "bearer token the management API requires on every request but /healthz and /readyz, /metrics included (401 NotAuthorized without it); default: $"+authTokenEnv+"; empty: no authentication. 1..256 bytes of visible ASCII")
 	fl.StringVar(&f.rulesFile, "rules", "", "JSON file of user-defined partition rules served by /management/partition-route next to the workload's (format: package rules, FileConfig); empty: the workload's rules only")
 }
 
@@ -469,6 +626,7 @@ func (s *mgmtServer) partitionRoute(w http.ResponseWriter, r *http.Request) {
 		worker = topo.Workers[i]
 	}
 	out.WorkerID, out.WorkerIndex, out.Address = worker.WorkerID, worker.WorkerIndex, worker.Address
+	s.opts.Metrics.routed(out.Source)
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set(client.EpochHeader, strconv.FormatUint(m.Epoch, 10))
 	_ = json.NewEncoder(w).Encode(out)

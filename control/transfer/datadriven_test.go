@@ -17,7 +17,8 @@ import (
 // The DSL (testdata/*.txt; regenerate the expected outputs with
 // go test ./control/transfer -run TestDataDriven -rewrite):
 //
-//	config [resend=µs] [drain=µs] [freeze=µs] [handoff=µs] [publish=µs] [abort=µs] [max=N]
+//	config [resend=µs] [drain=µs] [freeze=µs] [handoff=µs] [publish=µs] [abort=µs] [max=N] [drain-budget=µs]
+//	next                       NextTickMicros
 //	start t=µs                 one move per input line: c=ID from=A [to=B] epoch=E new=E2 [kgs=1,2]
 //	ack t=µs node=N KIND c=ID [status=ok|not_owner|stale|error] [aborted=N] [id=N] [epoch=E]
 //	                           KIND: freeze drain handoff publish abort; the migration id and old
@@ -73,6 +74,8 @@ func TestDataDriven(t *testing.T) {
 						cfg.AbortTimeoutMicros = v
 					case "max":
 						cfg.MaxMigrations = int(v)
+					case "drain-budget":
+						cfg.DrainBudgetMicros = v
 					default:
 						d.Fatalf(t, "unknown config key %q", a.Key)
 					}
@@ -95,6 +98,8 @@ func TestDataDriven(t *testing.T) {
 				return sends(c.Step(now, arg(t, d, "node"), ackMsg(t, c, d)))
 			case "tick":
 				return sends(c.Tick(now))
+			case "next":
+				return fmt.Sprint(c.NextTickMicros())
 			case "gone":
 				return sends(c.NodeGone(now, arg(t, d, "node")))
 			case "published":

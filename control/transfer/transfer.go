@@ -37,6 +37,16 @@ type Config struct {
 	// PublishTimeoutMicros bounds the wait for PublishAck. Default
 	// 2,000,000.
 	PublishTimeoutMicros int64
+	// DrainBudgetMicros, when positive, bounds the wait for a drain from
+	// the FreezeAck: a cohort whose holders have not all released by then is
+	// rolled back (thawed on its old owner, planned again later) instead of
+	// holding the whole round — and every cohort of it — frozen until the
+	// drain deadline. It trades moves for a bounded freeze window: a round
+	// publishes within about the budget plus the map's publication. Default
+	// 0 (off): every drain runs to its deadline. Must be below
+	// DrainDeadlineMicros to have an effect; NextTickMicros tells the caller
+	// when to Tick for it.
+	DrainBudgetMicros int64
 	// AbortTimeoutMicros bounds the wait for MigrationAbortAck. Default
 	// 5,000,000 (membership declares a silent node failed within 6 s, and
 	// NodeGone ends the wait sooner).
@@ -69,6 +79,9 @@ func (c Config) Validate() error {
 		if f.v <= 0 {
 			errs = append(errs, fmt.Errorf("transfer: %s %d must be positive", f.name, f.v))
 		}
+	}
+	if c.DrainBudgetMicros < 0 {
+		errs = append(errs, fmt.Errorf("transfer: DrainBudgetMicros %d must not be negative", c.DrainBudgetMicros))
 	}
 	if c.FreezeTimeoutMicros > 0 && c.DrainDeadlineMicros >= c.FreezeTimeoutMicros {
 		errs = append(errs, fmt.Errorf("transfer: DrainDeadlineMicros %d must be below FreezeTimeoutMicros %d",
@@ -497,6 +510,11 @@ func (c *Controller) Tick(now int64) []Send {
 			m.rec.Stuck = true
 			out = c.rollback(out, now, m, "freeze or drain past its deadline")
 			continue
+		case m.step == draining && c.cfg.DrainBudgetMicros > 0 && now-m.phaseAt >= c.cfg.DrainBudgetMicros:
+			// Not stuck: its holders are slow. Unfreeze it rather than keep
+			// it, and the round's other cohorts, from granting any longer.
+			out = c.rollback(out, now, m, "drain over budget")
+			continue
 		case m.step == handingOff && now-m.phaseAt >= c.cfg.HandoffTimeoutMicros:
 			// Roll forward: A is drained, the map installs the cohort on B.
 			m.rec.Stuck, m.rec.Reason = true, "handoff unacknowledged; rolled forward by the map"
@@ -522,6 +540,24 @@ func (c *Controller) Tick(now int64) []Send {
 	}
 	c.noteSettled(now)
 	return out
+}
+
+// NextTickMicros returns when the controller next needs a Tick for a
+// deadline finer than the caller's own ticks (DrainBudgetMicros), or 0 when
+// none is pending.
+func (c *Controller) NextTickMicros() int64 {
+	if c.cfg.DrainBudgetMicros <= 0 {
+		return 0
+	}
+	var next int64
+	for _, m := range c.ms {
+		if m.step == draining {
+			if at := m.phaseAt + c.cfg.DrainBudgetMicros; next == 0 || at < next {
+				next = at
+			}
+		}
+	}
+	return next
 }
 
 // NodeGone tells the controller that node left the membership (crashed or
