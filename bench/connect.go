@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -35,6 +36,10 @@ type ConnectConfig struct {
 	// the nodes answer to. Default "127.0.0.1:0" (loopback clusters); give
 	// an address the nodes can reach otherwise.
 	Listen string
+	// TLS, when set, makes the client's remote endpoint mutual TLS (the
+	// cluster's nodes run with it: actors.RemoteConfig.TLS). Unused with
+	// System.
+	TLS *tls.Config
 	// System, when set, is the actor system (with a remote endpoint
 	// started: actors.StartRemote) the client submits from; Listen is then
 	// unused. A process has one remote endpoint (protoactor's gRPC logger
@@ -153,7 +158,9 @@ func Connect(ctx context.Context, cfg ConnectConfig) (*Result, error) {
 			return slog.New(slog.DiscardHandler)
 		}))
 		defer sys.Shutdown()
-		rem, err := actors.StartRemote(sys, actors.DefaultRemoteConfig(cfg.Listen))
+		rcfg := actors.DefaultRemoteConfig(cfg.Listen)
+		rcfg.TLS = cfg.TLS
+		rem, err := actors.StartRemote(sys, rcfg)
 		if err != nil {
 			return nil, fmt.Errorf("bench: client endpoint: %w", err)
 		}

@@ -31,6 +31,7 @@ func init() { subcommands = append(subcommands, newBenchCmd) }
 
 type benchFlags struct {
 	workloadFlags
+	sec         securityFlags
 	modes       []string
 	mn          string
 	mnSize      string
@@ -148,6 +149,7 @@ LOCAL hit of the last interval); otherwise a plain line every second.`,
 	fl.StringSliceVar(&f.modes, "mode", []string{"mn-only"}, "lock/placement modes to run one after another, comma separated ("+strings.Join(bench.Modes, ", ")+"); with --connect one mode, the cluster's (default aura)")
 	fl.DurationVar(&f.plannerTick, "planner-tick", bench.DefaultPlannerTick, "aura mode: the planner's period, and every mode's profiler heartbeat period")
 	fl.StringVar(&f.mn, "mn", "", "address HOST:PORT of a running 'aura mn'; empty runs an embedded memory node (with --connect: the cluster's memory node, for loading and checks)")
+	f.sec.addMNToken(fl)
 	fl.StringVar(&f.mnSize, "mn-size", "8GiB", "memory of the embedded memory node (suffixes KiB, MiB, GiB); pages are only touched as used")
 	fl.BoolVar(&f.costModel, "cost-model", false, "apply the NIC cost model (verb latency, 512-slot atomic serialisation) to the embedded memory node")
 	fl.IntVar(&f.cns, "cns", 4, "number of compute nodes")
@@ -165,6 +167,7 @@ LOCAL hit of the last interval); otherwise a plain line every second.`,
 	fl.StringVar(&f.connect, "connect", "", "drive a running cluster instead of an embedded one: aura://HOST:PORT/DB?http_addr=HOST:PORT (a node's remote address and its management API)")
 	fl.BoolVar(&f.skipLoad, "skip-load", false, "with --connect: do not load the tables (they are loaded already); needed to run without --mn")
 	fl.DurationVar(&f.driftEvery, "drift-every", 0, "drift the workload's access pattern at this wall-time period during each run, warm-up included ("+strings.Join(driftWorkloads, ", ")+"; 0 = never)")
+	f.sec.addTLS(fl)
 	fl.StringVar(&f.listen, "client-listen", "127.0.0.1:0", "with --connect: this process's protoactor remote address, HOST:PORT, which the nodes answer to (port 0: a free port)")
 	return cmd
 }
@@ -190,7 +193,7 @@ func runBench(cmd *cobra.Command, f *benchFlags) error {
 	if f.connect != "" {
 		return runBenchConnect(cmd, f)
 	}
-	for _, name := range []string{"skip-load", "client-listen"} {
+	for _, name := range []string{"skip-load", "client-listen", "tls-cert", "tls-key", "tls-ca"} {
 		if cmd.Flags().Changed(name) {
 			return fmt.Errorf("--%s applies only with --connect", name)
 		}
@@ -201,6 +204,9 @@ func runBench(cmd *cobra.Command, f *benchFlags) error {
 		return err
 	}
 	if err := checkDrift(wl, f.driftEvery, f.duration+f.warmup); err != nil {
+		return err
+	}
+	if _, err := f.sec.token(); err != nil {
 		return err
 	}
 	if f.reportDir != "" {
@@ -329,11 +335,18 @@ func runBenchConnect(cmd *cobra.Command, f *benchFlags) error {
 	defer stop()
 	progress, endProgress := liveProgress(progressWriter(cmd, f.quiet))
 	defer endProgress()
-	cfg := bench.ConnectConfig{Mode: mode, Workload: wl, URL: u, Listen: f.listen, SkipLoad: f.skipLoad,
+	tlsCfg, err := f.sec.tls()
+	if err != nil {
+		return err
+	}
+	cfg := bench.ConnectConfig{Mode: mode, Workload: wl, URL: u, Listen: f.listen, SkipLoad: f.skipLoad, TLS: tlsCfg,
 		Clients: f.clients, Duration: f.duration, Warmup: f.warmup, Seed: f.seed, RateTPS: f.rate,
 		MaxAttempts: f.maxAttempts, Progress: progress}
 	if f.mn != "" {
-		cfg.Dial, _, _, _ = f.memoryNode()
+		var err error
+		if cfg.Dial, _, _, err = f.memoryNode(); err != nil {
+			return err
+		}
 		cfg.MN = f.mn
 	} else if progress != nil {
 		fmt.Fprintln(progress, "no --mn: consistency checks skipped")
@@ -350,7 +363,13 @@ func runBenchConnect(cmd *cobra.Command, f *benchFlags) error {
 // memoryNode returns how compute nodes reach the memory node for one run.
 func (f *benchFlags) memoryNode() (func(context.Context) (rdma.Device, error), string, func(), error) {
 	if f.mn != "" {
-		dial := func(ctx context.Context) (rdma.Device, error) { return tcp.Dial(ctx, f.mn, tcp.ClientConfig{}) }
+		tok, err := f.sec.token()
+		if err != nil {
+			return nil, "", nil, err
+		}
+		dial := func(ctx context.Context) (rdma.Device, error) {
+			return tcp.Dial(ctx, f.mn, tcp.ClientConfig{Token: tok})
+		}
 		return dial, f.mn, func() {}, nil
 	}
 	size, err := parseBytes(f.mnSize)

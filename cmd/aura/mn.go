@@ -40,6 +40,7 @@ type mnFlags struct {
 	metricsAddr      string
 	logLevel         string
 	logFormat        string
+	authToken        string
 }
 
 func newMNCmd() *cobra.Command {
@@ -94,6 +95,7 @@ requests it has read, closes the connections and exits 0.`,
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 10*time.Second,
 		"on SIGINT/SIGTERM, how long to let connections finish the requests already read before closing them")
 	fl.StringVar(&f.metricsAddr, "metrics", "", "serve the memory node's verb counters and memory use in Prometheus text format on http://HOST:PORT/metrics (docs/metrics.md), and liveness on /healthz (empty: off; no authentication: bind a private address)")
+	fl.StringVar(&f.authToken, "auth-token", "", "serve only clients that present this token (aura node/bench --mn-token; 1..255 bytes); also $"+mnTokenEnv)
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level on stderr: debug, info, warn or error")
 	fl.StringVar(&f.logFormat, "log-format", "text", "log format on stderr: text or json")
 	return cmd
@@ -146,6 +148,13 @@ func runMN(ctx context.Context, f *mnFlags, stdout, stderr io.Writer) error {
 	if f.costModel {
 		m := rdma.DefaultCostModel()
 		cfg.Cost = &m
+	}
+	tok := f.authToken
+	if tok == "" {
+		tok = os.Getenv(mnTokenEnv)
+	}
+	if tok != "" {
+		cfg.Token = []byte(tok)
 	}
 	mem := rdma.NewMemory(uint64(f.size))
 	srv, err := tcp.NewServer(mem, cfg)

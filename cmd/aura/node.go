@@ -64,6 +64,7 @@ type nodeFlags struct {
 	http         string
 	waitLoad     time.Duration
 	mgmt         mgmtFlags
+	sec          securityFlags
 }
 
 func newNodeCmd() *cobra.Command {
@@ -157,6 +158,8 @@ transactions it accepted and exits 0.`,
 	fl.DurationVar(&f.leave, "leave-timeout", 5*time.Second, "how long a graceful leave may take")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level on stderr: debug, info, warn or error")
 	fl.StringVar(&f.logFormat, "log-format", "text", "log format on stderr: text or json")
+	f.sec.addGossipTLS(fl)
+	f.sec.addMNToken(fl)
 	fl.BoolVar(&f.testTimings, "test-timings", false, "membership timings for loopback tests (fast failure detection)")
 	fl.DurationVar(&f.waitLoad, "wait-load", 0, "wait this long for the tables to be loaded (for example by 'aura bench --connect', which loads them before it drives the cluster) before giving up; 0: they must be loaded already")
 	fl.StringVar(&f.http, "http", "", "management API address, HOST:PORT (GET /management/topology, /management/partition-route and /management/ownermap, for aura bench --connect, aura topology and aura route; /metrics, /healthz and /readyz); empty: none")
@@ -245,6 +248,15 @@ func (f *nodeFlags) validate() error {
 	if f.coordinators < 1 || f.maxInFlight < 1 || f.heartbeat <= 0 || f.tick < time.Millisecond {
 		errs = append(errs, errors.New("--coordinators, --max-in-flight, --heartbeat and --tick must be positive (tick ≥ 1ms)"))
 	}
+	if _, err := f.sec.gossip(); err != nil {
+		errs = append(errs, err)
+	}
+	if _, err := f.sec.token(); err != nil {
+		errs = append(errs, err)
+	}
+	if (f.sec.tlsCert == "") != (f.sec.tlsKey == "") || (f.sec.tlsCert == "") != (f.sec.tlsCA == "") {
+		errs = append(errs, errors.New("--tls-cert, --tls-key and --tls-ca go together"))
+	}
 	return errors.Join(errs...)
 }
 
@@ -289,7 +301,8 @@ func runNode(ctx context.Context, f *nodeFlags, stdout, stderr io.Writer) error 
 		defer mgmt.shutdown()
 		log.Info("management API listening", "addr", mgmt.Addr(), "auth", mopts.AuthToken != "", "rules", mopts.Rules.Len())
 	}
-	dev, err := tcp.Dial(ctx, f.mn, tcp.ClientConfig{})
+	mnToken, _ := f.sec.token() // validated
+	dev, err := tcp.Dial(ctx, f.mn, tcp.ClientConfig{Token: mnToken})
 	if err != nil {
 		return fmt.Errorf("memory node %s: %w", f.mn, err)
 	}
@@ -309,6 +322,9 @@ func runNode(ctx context.Context, f *nodeFlags, stdout, stderr io.Writer) error 
 	}))
 	rcfg := actors.DefaultRemoteConfig(f.listen)
 	rcfg.AdvertiseAddr = f.advertise
+	if rcfg.TLS, err = f.sec.tls(); err != nil {
+		return err
+	}
 	rem, err := actors.StartRemote(sys, rcfg)
 	if err != nil {
 		return err
@@ -328,6 +344,7 @@ func runNode(ctx context.Context, f *nodeFlags, stdout, stderr io.Writer) error 
 	}
 	ccfg.Meta = cluster.Meta{RemoteAddr: rem.Address(), Roles: roles}
 	ccfg.Logger = log.With("component", "membership")
+	ccfg.GossipKeys, _ = f.sec.gossip() // validated
 	mem, err := cluster.New(ccfg)
 	if err != nil {
 		return err

@@ -245,17 +245,7 @@ func TestPlannerFailsOverWhenItsNodeIsKilled(t *testing.T) {
 func tpccOnMN(t *testing.T, warehouses int) (workload.Workload, []string, string, rdma.Device, *store.Layout) {
 	t.Helper()
 	wlArgs := []string{"--workload", "tpcc", "--warehouses", fmt.Sprint(warehouses), "--items", "2000", "--customers", "100", "--expected-new-orders", "100000"}
-	var wf workloadFlags
-	fs := pflag.NewFlagSet("wl", pflag.ContinueOnError)
-	wf.register(fs)
-	if err := fs.Parse(wlArgs); err != nil {
-		t.Fatal(err)
-	}
-	seed := uint64(1)
-	wl, _, err := wf.forRun(3, 0, &seed, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	wl := workloadOf(t, wlArgs)
 	mn := startMN(t, "--listen", "127.0.0.1:0", "--size", "2GiB")
 	ctx := context.Background()
 	dev, err := tcp.Dial(ctx, mn.addr, tcp.ClientConfig{})
@@ -264,6 +254,24 @@ func tpccOnMN(t *testing.T, warehouses int) (workload.Workload, []string, string
 	}
 	t.Cleanup(func() { dev.Close() })
 	return wl, wlArgs, mn.addr, dev, loadTables(t, ctx, dev, wl)
+}
+
+// workloadOf builds the workload the workload flags args describe, as the
+// processes given them do.
+func workloadOf(t *testing.T, args []string) workload.Workload {
+	t.Helper()
+	var wf workloadFlags
+	fs := pflag.NewFlagSet("wl", pflag.ContinueOnError)
+	wf.register(fs)
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	seed := uint64(1)
+	wl, _, err := wf.forRun(3, 0, &seed, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return wl
 }
 
 // clientSystem starts this test process's actor system with a remote

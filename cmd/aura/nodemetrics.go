@@ -198,6 +198,9 @@ func (m *nodeMetrics) registerGauges() {
 	}
 	g(`aura_membership_events_dropped_total`, func(s *metricsSnapshot) float64 { return u(s.eventsDropped) })
 	g(`aura_membership_gossip_refused_total`, func(s *metricsSnapshot) float64 { return u(s.gossipRefused) })
+	// Remote actor endpoint (process-wide: one per process).
+	g(`aura_remote_tls_refused_total`, func(*metricsSnapshot) float64 { return u(actors.TLSRefusals()) })
+	g(`aura_remote_malformed_streams_total`, func(*metricsSnapshot) float64 { return u(actors.RemotePanics()) })
 	g(`aura_planner_active`, func(s *metricsSnapshot) float64 {
 		if s.hostsPlanner {
 			return 1
