@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -125,25 +124,13 @@ func (n *mgmtNode) install(t *testing.T, m *control.OwnerMap, more ...string) {
 // call GETs path with the token (if any) and decodes the JSON body into v.
 func call(t *testing.T, base, path, token string, v any) int {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, base+path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	status, b := get(t, base+path, token)
 	if v != nil {
 		if err := json.Unmarshal(b, v); err != nil {
 			t.Fatalf("GET %s: %v in %q", path, err, b)
 		}
 	}
-	return resp.StatusCode
+	return status
 }
 
 func routePath(rule, key string) string {
