@@ -60,7 +60,7 @@ func testCases() []testCase {
 	counters := &TxnCounters{
 		Reads: 23, Writes: 11, Inserts: 13, Deletes: 1,
 		MnCas: 2, MnFaa: 1, MnCasFailed: 1,
-		LocksLocal: 10, LocksOwnerRpc: 1, LocksMnCas: 2,
+		LocksLocal: 10, LocksOwnerRpc: 1, LocksMnCas: 2, LockRedirects: 3,
 		RdmaReads: 40, RdmaWrites: 25,
 	}
 	base := func(body isTxnSubmit_Body) *TxnSubmit {

@@ -242,7 +242,7 @@ func TestConnectFlagErrors(t *testing.T) {
 		{[]string{"--connect", "http://127.0.0.1:1/tpcc?http_addr=127.0.0.1:2"}, "scheme must be aura"},
 		{[]string{"--connect", "aura://127.0.0.1:1/tpcc"}, "missing http_addr"},
 		{[]string{"--connect", "aura://127.0.0.1/tpcc?http_addr=127.0.0.1:2"}, "missing port"},
-		{[]string{"--connect", "aura://127.0.0.1:1/tpcc?http_addr=127.0.0.1:2&token=x"}, "unknown query parameter"},
+		{[]string{"--connect", "aura://127.0.0.1:1/tpcc?http_addr=127.0.0.1:2&nope=x"}, "unknown query parameter"},
 		{[]string{"--connect", ok, "--mn", "127.0.0.1:3", "--warehouses", "4", "--mode", "mn-only,aura"}, "--connect runs one mode"},
 		{[]string{"--connect", ok, "--mn", "127.0.0.1:3", "--warehouses", "4", "--mode", "bogus"}, "not a mode"},
 		{[]string{"--connect", ok, "--mn", "127.0.0.1:3", "--warehouses", "4", "--cns", "3"}, "--cns does not apply with --connect"},
