@@ -42,29 +42,30 @@ const TxnActorName = "txn"
 
 type nodeFlags struct {
 	workloadFlags
-	name         string
-	listen       string
-	advertise    string
-	gossip       string
-	join         []string
-	mn           string
-	plannerOrder []string
-	plannerRole  bool
-	maxNodes     int
-	id           uint32
-	settle       time.Duration
-	coordinators int
-	maxInFlight  int
-	heartbeat    time.Duration
-	tick         time.Duration
-	leave        time.Duration
-	logLevel     string
-	logFormat    string
-	testTimings  bool
-	http         string
-	waitLoad     time.Duration
-	mgmt         mgmtFlags
-	sec          securityFlags
+	name          string
+	listen        string
+	advertise     string
+	gossip        string
+	join          []string
+	mn            string
+	plannerOrder  []string
+	plannerRole   bool
+	maxNodes      int
+	id            uint32
+	settle        time.Duration
+	coordinators  int
+	maxInFlight   int
+	heartbeat     time.Duration
+	tick          time.Duration
+	leave         time.Duration
+	logLevel      string
+	logFormat     string
+	protoactorLog string
+	testTimings   bool
+	http          string
+	waitLoad      time.Duration
+	mgmt          mgmtFlags
+	sec           securityFlags
 }
 
 func newNodeCmd() *cobra.Command {
@@ -158,6 +159,7 @@ transactions it accepted and exits 0.`,
 	fl.DurationVar(&f.leave, "leave-timeout", 5*time.Second, "how long a graceful leave may take")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level on stderr: debug, info, warn or error")
 	fl.StringVar(&f.logFormat, "log-format", "text", "log format on stderr: text or json")
+	fl.StringVar(&f.protoactorLog, "protoactor-log-level", "warn", "threshold for protoactor-go's own logs, on top of --log-level (it logs every endpoint connection at info)")
 	f.sec.addGossipTLS(fl)
 	f.sec.addMNToken(fl)
 	fl.BoolVar(&f.testTimings, "test-timings", false, "membership timings for loopback tests (fast failure detection)")
@@ -317,9 +319,11 @@ func runNode(ctx context.Context, f *nodeFlags, stdout, stderr io.Writer) error 
 
 	// The node's actor system and remote endpoint come first: the address
 	// goes into the membership metadata.
-	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
-		return log.With("component", "protoactor")
-	}))
+	palog, err := componentLogger(log, "protoactor", f.protoactorLog)
+	if err != nil {
+		return err
+	}
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return palog }))
 	rcfg := actors.DefaultRemoteConfig(f.listen)
 	rcfg.AdvertiseAddr = f.advertise
 	if rcfg.TLS, err = f.sec.tls(); err != nil {
