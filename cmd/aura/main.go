@@ -3,6 +3,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
@@ -10,7 +11,7 @@ import (
 )
 
 func main() {
-	if err := newRootCmd().Execute(); err != nil {
+	if err := newRootCmd().Execute(); err != nil && !errors.Is(err, errPrinted) {
 		fmt.Fprintln(os.Stderr, "aura:", err)
 		os.Exit(1)
 	}

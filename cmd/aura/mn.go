@@ -41,6 +41,7 @@ type mnFlags struct {
 	logLevel         string
 	logFormat        string
 	authToken        string
+	cfg              configFlags
 }
 
 func newMNCmd() *cobra.Command {
@@ -72,6 +73,7 @@ requests it has read, closes the connections and exits 0.`,
 		},
 	}
 	fl := cmd.Flags()
+	addConfigFlags(cmd, &f.cfg)
 	fl.StringVar(&f.listen, "listen", "127.0.0.1:7070",
 		"TCP address to listen on, HOST:PORT; port 0 picks a free port (the address is printed on stdout)")
 	fl.Var(&f.size, "size",

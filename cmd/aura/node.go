@@ -66,6 +66,7 @@ type nodeFlags struct {
 	waitLoad      time.Duration
 	mgmt          mgmtFlags
 	sec           securityFlags
+	cfg           configFlags
 }
 
 func newNodeCmd() *cobra.Command {
@@ -140,6 +141,7 @@ transactions it accepted and exits 0.`,
 		},
 	}
 	fl := cmd.Flags()
+	addConfigFlags(cmd, &f.cfg)
 	f.register(fl)
 	fl.StringVar(&f.name, "name", "", "this node's unique name in the cluster, 1..64 bytes of [A-Za-z0-9._-] (required)")
 	fl.StringVar(&f.listen, "listen", "127.0.0.1:0", "protoactor remote address, HOST:PORT (port 0: a free port)")
