@@ -66,36 +66,28 @@ func (n *Node) TryMigration(msg proto.Message) (proto.Message, bool) {
 }
 
 // migrate dispatches one migration message.
+// The activator is told to Sync (outside o.mu) when the owned set changed.
 func (o *ownership) migrate(ctx context.Context, msg proto.Message) (proto.Message, error) {
+	var ack proto.Message
+	changed := false
 	switch m := msg.(type) {
 	case *messages.Freeze:
-		ack, changed := o.freeze(m)
-		if changed {
-			o.syncActivations()
-		}
-		return ack, nil
+		ack, changed = o.freeze(m)
 	case *messages.Drain:
-		return o.drain(ctx, m), nil
+		ack = o.drain(ctx, m)
 	case *messages.Handoff:
-		ack, changed := o.handoff(m)
-		if changed {
-			o.syncActivations()
-		}
-		return ack, nil
+		ack, changed = o.handoff(m)
 	case *messages.Publish:
-		ack, changed := o.publishMove(m)
-		if changed {
-			o.syncActivations()
-		}
-		return ack, nil
+		ack, changed = o.publishMove(m)
 	case *messages.MigrationAbort:
-		ack, changed := o.abortMove(m)
-		if changed {
-			o.syncActivations()
-		}
-		return ack, nil
+		ack, changed = o.abortMove(m)
+	default:
+		return nil, fmt.Errorf("actors: %w: %T", errNotMigration, msg)
 	}
-	return nil, fmt.Errorf("actors: %w: %T", errNotMigration, msg)
+	if changed {
+		o.syncActivations()
+	}
+	return ack, nil
 }
 
 const (

@@ -159,19 +159,26 @@ func NewRemotePusher(system *actor.ActorSystem, book AddressBook, cfg CallConfig
 
 // Push implements planner.Pusher.
 func (p *RemotePusher) Push(ctx context.Context, node string, m *messages.OwnerMapPush) (*messages.OwnerMapAck, error) {
-	addr, ok := p.t.book.RemoteAddress(node)
-	if !ok {
-		return nil, &UnknownNodeError{Node: node}
-	}
-	r, err := Call(ctx, p.t.root, actor.NewPID(addr, OwnerMapActorName), m, p.t.cfg, p.t.newRand())
+	return nodeCall[*messages.OwnerMapAck](ctx, p.t, node, OwnerMapActorName, m, "ownermap push")
+}
+
+// nodeCall sends req to the actor named name on node through Call and
+// type-checks the reply.
+func nodeCall[R any](ctx context.Context, t *RemoteTransport, node, name string, req any, what string) (R, error) {
+	var zero R
+	addr, err := t.address(node)
 	if err != nil {
-		return nil, err
+		return zero, err
 	}
-	ack, ok := r.(*messages.OwnerMapAck)
+	r, err := Call(ctx, t.root, actor.NewPID(addr, name), req, t.cfg, t.newRand())
+	if err != nil {
+		return zero, err
+	}
+	rep, ok := r.(R)
 	if !ok {
-		return nil, fmt.Errorf("ownermap push: %s answered with %T", node, r)
+		return zero, fmt.Errorf("%s: %s answered with %T", what, node, r)
 	}
-	return ack, nil
+	return rep, nil
 }
 
 var _ planner.Pusher = (*RemotePusher)(nil)
@@ -181,19 +188,7 @@ var _ planner.Pusher = (*RemotePusher)(nil)
 // is drained, so the caller's context bounds the wait, not the attempt
 // timeout alone).
 func (p *RemotePusher) Migrate(ctx context.Context, node string, msg proto.Message) (proto.Message, error) {
-	addr, ok := p.t.book.RemoteAddress(node)
-	if !ok {
-		return nil, &UnknownNodeError{Node: node}
-	}
-	r, err := Call(ctx, p.t.root, actor.NewPID(addr, MigrationActorName), msg, p.t.cfg, p.t.newRand())
-	if err != nil {
-		return nil, err
-	}
-	rep, ok := r.(proto.Message)
-	if !ok {
-		return nil, fmt.Errorf("migration: %s answered with %T", node, r)
-	}
-	return rep, nil
+	return nodeCall[proto.Message](ctx, p.t, node, MigrationActorName, msg, "migration")
 }
 
 var _ planner.Migrator = (*RemotePusher)(nil)

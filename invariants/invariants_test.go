@@ -64,3 +64,16 @@ func TestCheckerNodeDown(t *testing.T) {
 		t.Fatal(r)
 	}
 }
+
+func TestCheckerBoundsCohorts(t *testing.T) {
+	c := New()
+	for id := range uint64(MaxCohorts) {
+		c.Activated("a", id, 1)
+	}
+	c.Activated("b", 0, 2) // tracked: still checked
+	c.Activated("a", MaxCohorts, 1)
+	c.Granted("b", MaxCohorts, 1)
+	if r := c.Result(); r.Untracked != 2 || r.I1 != 1 {
+		t.Fatalf("untracked %d, I1 %d", r.Untracked, r.I1)
+	}
+}

@@ -1,8 +1,10 @@
 package planner
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -187,11 +189,10 @@ func (a *Actor) afterTransferStep(ctx actor.Context) {
 	if a.staged != nil && a.xfer.Settled() {
 		m := a.applyOutcomes(a.staged)
 		a.staged = nil
-		if loopMap := *m; true {
-			loopMap.Epoch -= a.status.Base
-			if err := a.loop.Adopt(&loopMap); err != nil {
-				a.log.Error("planner: adopt published map", "err", err)
-			}
+		loopMap := *m // the loop's epochs are the published ones less the base
+		loopMap.Epoch -= a.status.Base
+		if err := a.loop.Adopt(&loopMap); err != nil {
+			a.log.Error("planner: adopt published map", "err", err)
 		}
 		a.publishedRound = true
 		a.publish(ctx, m, a.stagedCh)
@@ -221,7 +222,9 @@ func (a *Actor) onEpochAcked(ctx actor.Context) {
 // left or refused) is not placed.
 func (a *Actor) applyOutcomes(m *control.OwnerMap) *control.OwnerMap {
 	out := a.xfer.Placement()
-	if !slicesContainsOutcome(out, transfer.Kept, transfer.Evicted) {
+	if !slices.ContainsFunc(slices.Collect(maps.Values(out)), func(o transfer.Outcome) bool {
+		return o == transfer.Kept || o == transfer.Evicted
+	}) {
 		return m
 	}
 	next := m.Clone()
@@ -246,28 +249,9 @@ func (a *Actor) applyOutcomes(m *control.OwnerMap) *control.OwnerMap {
 		}
 	}
 	cs = append(cs, restored...)
-	slices.SortFunc(cs, func(x, y control.Placement) int { return compareID(x.ID, y.ID) })
+	slices.SortFunc(cs, func(x, y control.Placement) int { return cmp.Compare(x.ID, y.ID) })
 	next.Cohorts = cs
 	return next
-}
-
-func compareID(x, y control.CohortID) int {
-	switch {
-	case x < y:
-		return -1
-	case x > y:
-		return 1
-	}
-	return 0
-}
-
-func slicesContainsOutcome(m map[control.CohortID]transfer.Outcome, want ...transfer.Outcome) bool {
-	for _, o := range m {
-		if slices.Contains(want, o) {
-			return true
-		}
-	}
-	return false
 }
 
 // collectRecords logs finished migrations and keeps their freeze windows;

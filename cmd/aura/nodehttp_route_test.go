@@ -17,8 +17,6 @@ import (
 	"github.com/aura-runtime/aura/client"
 	"github.com/aura-runtime/aura/cluster"
 	"github.com/aura-runtime/aura/control"
-	"github.com/aura-runtime/aura/rdma"
-	"github.com/aura-runtime/aura/store"
 	"github.com/aura-runtime/aura/txn"
 	"github.com/aura-runtime/aura/workload/tpcc"
 )
@@ -45,15 +43,7 @@ func startMgmtNode(t *testing.T, token string) *mgmtNode {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dev, err := rdma.NewMemDevice(rdma.NewMemory(256<<20), rdma.MemConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { dev.Close() })
-	layout, err := store.Create(ctx, dev, wl.Schema())
-	if err != nil {
-		t.Fatal(err)
-	}
+	dev, layout := emulatedMN(t, wl, 256<<20)
 	quiet := slog.New(slog.DiscardHandler)
 	ncfg := actors.DefaultNodeConfig("cn-1")
 	ncfg.Logger = quiet

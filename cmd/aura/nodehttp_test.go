@@ -16,6 +16,7 @@ import (
 	"github.com/aura-runtime/aura/manifest"
 	"github.com/aura-runtime/aura/rdma"
 	"github.com/aura-runtime/aura/store"
+	"github.com/aura-runtime/aura/workload"
 	"github.com/aura-runtime/aura/workload/bank"
 )
 
@@ -31,15 +32,7 @@ func TestTopologyEndpointOfALoneNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dev, err := rdma.NewMemDevice(rdma.NewMemory(64<<20), rdma.MemConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dev.Close()
-	layout, err := store.Create(ctx, dev, wl.Schema())
-	if err != nil {
-		t.Fatal(err)
-	}
+	dev, layout := emulatedMN(t, wl, 64<<20)
 	quiet := slog.New(slog.DiscardHandler)
 	ncfg := actors.DefaultNodeConfig("cn-1")
 	ncfg.Logger = quiet
@@ -117,4 +110,20 @@ func TestTopologyEndpointOfALoneNode(t *testing.T) {
 	if _, err := http.Get(base + client.TopologyPath); err == nil {
 		t.Fatal("still serving after shutdown")
 	}
+}
+
+// emulatedMN returns a device on a new emulated memory node of size bytes
+// (closed with the test) with wl's tables created, not loaded.
+func emulatedMN(t *testing.T, wl workload.Workload, bytes uint64) (*rdma.MemDevice, *store.Layout) {
+	t.Helper()
+	dev, err := rdma.NewMemDevice(rdma.NewMemory(bytes), rdma.MemConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dev.Close() })
+	layout, err := store.Create(context.Background(), dev, wl.Schema())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dev, layout
 }

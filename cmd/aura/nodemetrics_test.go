@@ -53,15 +53,7 @@ func startMetricsNode(t *testing.T, token string) *metricsNode {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dev, err := rdma.NewMemDevice(rdma.NewMemory(64<<20), rdma.MemConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { dev.Close() })
-	layout, err := store.Create(ctx, dev, wl.Schema())
-	if err != nil {
-		t.Fatal(err)
-	}
+	dev, layout := emulatedMN(t, wl, 64<<20)
 	ld, err := store.NewLoader(layout, dev)
 	if err != nil {
 		t.Fatal(err)

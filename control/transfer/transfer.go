@@ -273,9 +273,9 @@ func (c *Controller) Start(now int64, moves []Move) ([]Send, error) {
 	return out, nil
 }
 
-// message returns the outstanding message of m for participant from (A)
-// or not (B).
-func (c *Controller) message(m *migration, toFrom bool) proto.Message {
+// message returns the outstanding message of m (the same for either
+// participant: the step decides what is outstanding).
+func (c *Controller) message(m *migration) proto.Message {
 	mv := m.mv
 	switch m.step {
 	case freezing:
@@ -325,7 +325,7 @@ func (c *Controller) sendFrom(out []Send, now int64, m *migration) []Send {
 		return out
 	}
 	m.waitFrom, m.sentFrom = true, now
-	return append(out, Send{To: m.mv.From, Msg: c.message(m, true)})
+	return append(out, Send{To: m.mv.From, Msg: c.message(m)})
 }
 
 func (c *Controller) sendTo(out []Send, now int64, m *migration) []Send {
@@ -334,7 +334,7 @@ func (c *Controller) sendTo(out []Send, now int64, m *migration) []Send {
 		return out
 	}
 	m.waitTo, m.sentTo = true, now
-	return append(out, Send{To: m.mv.To, Msg: c.message(m, false)})
+	return append(out, Send{To: m.mv.To, Msg: c.message(m)})
 }
 
 // Step handles one acknowledgement from node.
