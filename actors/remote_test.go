@@ -10,7 +10,9 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/remote"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 )
 
 // TestRemoteSurvivesMalformedBatches sends a node's remote endpoint the
@@ -54,5 +56,36 @@ func TestRemoteSurvivesMalformedBatches(t *testing.T) {
 	}
 	if ack := push(cohort7(1, 1), cohort7(2, 0)); ack.GetInstalledEpoch() != 2 {
 		t.Fatalf("push after the malformed batches: %v", ack)
+	}
+}
+
+// TestRemoteRefusesOversizedMessages: a peer's message above
+// MaxRemoteMessageBytes ends that stream with ResourceExhausted before it
+// is decoded, and the node goes on serving.
+func TestRemoteRefusesOversizedMessages(t *testing.T) {
+	bAddr, _ := ownerPeer(t)
+	push := pushTo(t, clientSide(t), bAddr)
+	conn, err := grpc.Dial(bAddr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(2*MaxRemoteMessageBytes)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	stream, err := remote.NewRemotingClient(conn).Receive(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := &remote.MessageBatch{TypeNames: []string{string(make([]byte, MaxRemoteMessageBytes))}}
+	if err := stream.Send(&remote.RemoteMessage{MessageType: &remote.RemoteMessage_MessageBatch{MessageBatch: big}}); err != nil && !errors.Is(err, io.EOF) {
+		t.Fatalf("send: %v", err)
+	}
+	_, err = stream.Recv()
+	if status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("oversized message: stream ended with %v, want ResourceExhausted", err)
+	}
+	if ack := push(nil, cohort7(1, 1)); ack.GetInstalledEpoch() != 1 {
+		t.Fatalf("push after the oversized message: %v", ack)
 	}
 }

@@ -75,7 +75,7 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func testWorkload(t *testing.T) workload.Workload {
+func testWorkload(t testing.TB) workload.Workload {
 	t.Helper()
 	wl, err := bank.New(bank.DefaultConfig())
 	if err != nil {

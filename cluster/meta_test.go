@@ -190,6 +190,28 @@ func TestLeaveMsgCodec(t *testing.T) {
 	}
 }
 
+// FuzzDecodeLeaveMsg: a gossip user message (leave intents and their
+// acknowledgements, from any peer that passes memberlist's checks) never
+// panics the decoder, and what it accepts is exactly the encoding of what
+// it decoded: nothing trailing, no name longer than a node name.
+func FuzzDecodeLeaveMsg(f *testing.F) {
+	f.Add(leaveMsg{kind: msgLeaveIntent, incarnation: 9, leaver: "cn-1"}.encode())
+	f.Add(leaveMsg{kind: msgLeaveAck, incarnation: ^uint64(0), leaver: "cn-1", acker: "cn-2"}.encode())
+	f.Add([]byte{9, 0, 0, 0, 0, 0, 0, 0, 0, 1, 'x'})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		l, ok := decodeLeaveMsg(data)
+		if !ok {
+			return
+		}
+		if !bytes.Equal(l.encode(), data) {
+			t.Fatalf("accepted %x as %+v, which encodes as %x", data, l, l.encode())
+		}
+		if len(l.leaver) > MaxNodeNameLen || len(l.acker) > MaxNodeNameLen {
+			t.Fatalf("name above %d bytes accepted: %+v", MaxNodeNameLen, l)
+		}
+	})
+}
+
 func TestLeaveIntentsBounded(t *testing.T) {
 	m, err := New(testConfig("bounded"))
 	if err != nil {

@@ -93,6 +93,8 @@ func applyConfig(fl *pflag.FlagSet, command, file string, getenv func(string) st
 		if v := getenv(envName(command, f.Name)); v != "" {
 			if err := fl.Set(f.Name, v); err != nil {
 				errs = append(errs, fmt.Errorf("%s: %w", envName(command, f.Name), err))
+			} else if err := noEmptyElement(fl, f); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", envName(command, f.Name), err))
 			}
 			return
 		}
@@ -110,8 +112,24 @@ func applyConfig(fl *pflag.FlagSet, command, file string, getenv func(string) st
 				errs = append(errs, fmt.Errorf("--config %s: %s: %w", file, f.Name, err))
 			}
 		}
+		if err := noEmptyElement(fl, f); err != nil {
+			errs = append(errs, fmt.Errorf("--config %s: %s: %w", file, f.Name, err))
+		}
 	})
 	return errors.Join(errs...)
+}
+
+// noEmptyElement refuses a list setting with an empty element (",", "a,"
+// or [""]): no list flag takes one, and a printed configuration could not
+// say it (an empty list element reads back as no element).
+func noEmptyElement(fl *pflag.FlagSet, f *pflag.Flag) error {
+	if !strings.HasSuffix(f.Value.Type(), "Slice") {
+		return nil
+	}
+	if s, err := fl.GetStringSlice(f.Name); err == nil && slices.Contains(s, "") {
+		return errors.New("empty list element")
+	}
+	return nil
 }
 
 // configValues turns a JSON value into the strings a flag parses: a
