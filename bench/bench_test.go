@@ -65,6 +65,20 @@ func TestTPCCConsistentUnderContention(t *testing.T) {
 	if len(res.Timeline) == 0 {
 		t.Error("no timeline")
 	}
+	// Per-CN load: one warehouse, routed by its home partition, runs on
+	// one node; the other finishes nothing.
+	perCN := make([]float64, 2)
+	for _, s := range res.Timeline {
+		if len(s.CNTPS) != 2 {
+			t.Fatalf("sample at %.1fs has per-CN load %v, want 2 nodes", s.TS, s.CNTPS)
+		}
+		for i, v := range s.CNTPS {
+			perCN[i] += v
+		}
+	}
+	if min(perCN[0], perCN[1]) != 0 || max(perCN[0], perCN[1]) == 0 {
+		t.Errorf("per-CN load %v, want every transaction of the one warehouse on one node", perCN)
+	}
 }
 
 // TestTPCCAtomicsPerTransaction checks the baseline figure AURA is measured

@@ -323,3 +323,18 @@ func (c *cluster) router() *router.Router {
 	rc.Fallback = c.static
 	return router.New(rc)
 }
+
+// finishedPerNode counts, by node index, the transactions each node's
+// coordinators finished (committed or rolled back by the transaction's own
+// logic: the summary's "done"), whoever submitted them: the per-CN load of
+// the timeline.
+func (c *cluster) finishedPerNode() []uint64 {
+	out := make([]uint64, len(c.nodes))
+	for i, n := range c.nodes {
+		st := n.TxnStats()
+		for k := range st.ByKind {
+			out[i] += st.ByKind[k][messages.TxnOutcome_TXN_OUTCOME_COMMITTED] + st.ByKind[k][messages.TxnOutcome_TXN_OUTCOME_ROLLED_BACK]
+		}
+	}
+	return out
+}

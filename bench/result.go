@@ -139,8 +139,9 @@ type Sample struct {
 	// remote_lock_ops_per_txn, per interval.
 	RemoteLockOps float64 `json:"remote_lock_ops_per_txn"`
 	// CNTPS is each compute node's completed transactions per second over
-	// the interval, by node index, where the run counts them per node
-	// (aura sim: by home CN); absent otherwise.
+	// the interval, by node index: aura bench counts the transactions each
+	// node's coordinators finished, aura sim those of each home CN; absent
+	// with --connect (the nodes are other processes: see their /metrics).
 	CNTPS []float64 `json:"cn_tps,omitempty"`
 	// Owners samples the published OwnerMap (aura mode): present when the
 	// map's epoch changed since the last sample that carried it; a sample

@@ -308,6 +308,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		warmRDMA = sumStats(devs)
 	}
 	prev := snapshot{}
+	prevCN := cl.finishedPerNode()
 	tick := time.NewTicker(cfg.ProgressEvery)
 	lastT := r.start
 	func() {
@@ -323,6 +324,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 				cur := r.c.snap()
 				d := cur.sub(prev)
 				s := sample(now.Sub(r.start), now.Sub(lastT), d)
+				curCN := cl.finishedPerNode()
+				s.CNTPS = cnThroughput(prevCN, curCN, now.Sub(lastT))
+				prevCN = curCN
 				s.Cohorts, s.Migrations = cl.cohorts(), cl.migrationCount()
 				s.Owners = cl.ownerSample(res.Timeline)
 				res.Timeline = append(res.Timeline, s)
@@ -436,6 +440,19 @@ func sample(at, over time.Duration, d snapshot) Sample {
 		s.RemoteLockOps = float64(d.ownerRPC+d.mnCAS) / float64(n)
 	}
 	return s
+}
+
+// cnThroughput is each node's finished transactions per second between
+// two finishedPerNode counts taken over apart.
+func cnThroughput(prev, cur []uint64, over time.Duration) []float64 {
+	if over <= 0 || len(prev) != len(cur) {
+		return nil
+	}
+	out := make([]float64, len(cur))
+	for i := range cur {
+		out[i] = float64(cur[i]-prev[i]) / over.Seconds()
+	}
+	return out
 }
 
 func (res *Result) fill(s snapshot, elapsed time.Duration, lat *Histogram) {

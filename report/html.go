@@ -176,7 +176,7 @@ func renderHTML(in Input, pf []plotFile) ([]byte, error) {
 		p.Notes = append(p.Notes, "No mn-only run: the ratio columns against it are left out.")
 	}
 	if !hasCNLoad(in.Runs) {
-		p.Notes = append(p.Notes, "The samples carry no per-CN load (aura bench does not count transactions per node; aura sim does): no per-CN plots.")
+		p.Notes = append(p.Notes, "The samples carry no per-CN load (aura bench --connect drives other processes, whose per-node counts are on their /metrics): no per-CN plots.")
 	}
 	var buf bytes.Buffer
 	if err := pageTemplate.Execute(&buf, p); err != nil {

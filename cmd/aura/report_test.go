@@ -62,8 +62,10 @@ func TestBenchReport(t *testing.T) {
 		t.Fatalf("aura bench --report: %v\n%s", err, out.String())
 	}
 	html := checkReportDir(t, dir, "mn-only", "aura")
-	if !strings.Contains(html, "plot-owners-1-aura.png") {
-		t.Error("no ownership heat map for the aura run")
+	for _, want := range []string{"plot-owners-1-aura.png", "plot-cn-imbalance.png"} {
+		if !strings.Contains(html, want) {
+			t.Errorf("bench report lacks %s", want)
+		}
 	}
 	if !strings.Contains(html, "aura bench") || !strings.Contains(html, "--report=") {
 		t.Errorf("the command is missing from the report")
