@@ -22,7 +22,9 @@
 //   - Bounded: heartbeats per tick (MaxHeartbeatsPerTick, extra ones dropped
 //     and counted), the actor's mailbox, one push in flight per node and
 //     tick, one manifest buffered per Assembler, manifests capped in size
-//     before buffering and checked by CRC-32C before decoding.
+//     before buffering and checked by CRC-32C before decoding; the
+//     operator's history of decisions (with their Benefit terms) and of
+//     finished migrations (GetDecisions; MaxDecisions, MaxMigrationRecords).
 //   - The planner's state is soft: a planner started elsewhere rebuilds the
 //     graph from heartbeats within a few ticks (the cluster runtime decides
 //     where it runs; see "Taking over").

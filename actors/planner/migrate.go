@@ -258,6 +258,7 @@ func (a *Actor) applyOutcomes(m *control.OwnerMap) *control.OwnerMap {
 // one line at info per round, once all of its migrations finished.
 func (a *Actor) collectRecords() {
 	for _, r := range a.xfer.Finished() {
+		a.recordMigration(r, time.Now())
 		a.round.n++
 		a.round.freezeMax = max(a.round.freezeMax, r.FreezeMicros)
 		switch r.Outcome {

@@ -236,6 +236,10 @@ type Actor struct {
 	// for one drain deadline.
 	resetEpoch uint64
 	quietUntil int64
+
+	// decisions and migrations are the operator's history (decisions.go).
+	decisions  ring[Decision]
+	migrations ring[MigrationRecord]
 }
 
 // NewActor returns the actor (spawn it with Props).
@@ -266,7 +270,8 @@ func NewActor(cfg Config, pusher Pusher) (*Actor, error) {
 		needFull: map[string]bool{}, inFlight: map[string]bool{}, live: map[string]bool{}, slotOf: map[string]int{},
 		unslotted: map[string]bool{}, seen: map[string]uint64{}, migrator: migrator, t0: time.Now(),
 		inlineMigrator: inlineMigrator, inlinePusher: inlinePusher,
-		installEpoch: map[control.CohortID]uint64{}}
+		installEpoch: map[control.CohortID]uint64{}, decisions: newRing[Decision](MaxDecisions),
+		migrations: newRing[MigrationRecord](MaxMigrationRecords)}
 	if migrator != nil {
 		// Migration ids only need to differ from a previous planner's
 		// among the messages still in flight; the start time in
@@ -351,6 +356,8 @@ func (a *Actor) Receive(ctx actor.Context) {
 		st.FreezeMicros = slices.Clone(a.freezeMicros)
 		st.DrainMicros = slices.Clone(a.drainMicros)
 		ctx.Respond(st)
+	case GetDecisions:
+		ctx.Respond(a.decisionsReply())
 	}
 }
 
@@ -584,6 +591,7 @@ func (a *Actor) onTick(ctx actor.Context) {
 	}
 	m := *d.Map // shallow: the loop never modifies a published map
 	m.Epoch += a.status.Base
+	a.recordPlan(&d, m.Epoch, time.Now())
 	if a.xfer != nil {
 		if moves := a.departures(&m); len(moves) > 0 {
 			// Cohorts leave live nodes: freeze and drain them there (and

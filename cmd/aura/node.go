@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -46,6 +47,7 @@ type nodeFlags struct {
 	listen        string
 	advertise     string
 	gossip        string
+	gossipAdv     string
 	join          []string
 	mn            string
 	plannerOrder  []string
@@ -118,17 +120,25 @@ default_range, and those of --rules) and /management/ownermap; /metrics
 (liveness: 200 {"status":"ok"} while the process serves HTTP, from the
 moment the port is bound) and /readyz (readiness: 200 once the tables are
 loaded, the node is in its membership view and not leaving, and it has an
-OwnerMap or none is expected yet; else 503 {"code":"NotReady","message"}).
+OwnerMap or none is expected yet; else 503 {"code":"NotReady","message"});
+/dashboard (and / redirects there): a live page of the members, the
+cohort → owner map, this node's throughput, LOCAL hit, atomics and
+migrations over the last 5 minutes, and the planner's last decisions with
+their Benefit terms (docs/dashboard.md); it polls /dashboard/state.
 With --auth-token (or $AURA_AUTH_TOKEN) every request except /healthz and
 /readyz must carry "Authorization: Bearer TOKEN", else it is answered 401
 NotAuthorized; /metrics is protected too (give the scraper the token), the
-two health endpoints are open so that probes need no credentials. aura
-topology and aura route read the API.
+two health endpoints and the dashboard's page are open so that probes need
+no credentials (the page asks for the token and sends it with its polls).
+aura topology and aura route read the API.
 
-SIGINT or SIGTERM: it stops granting the locks of the cohorts it owns,
-leaves the membership (others see a graceful leave, and the planner moves
-those cohorts at once, without waiting for --settle), finishes the
-transactions it accepted and exits 0.`,
+SIGINT or SIGTERM, a graceful leave within --leave-timeout: /readyz turns
+503 at once (and the routing endpoints refuse), the node announces its
+leave and the planner moves its cohorts to the others with the migration
+protocol, without waiting for --settle; then it refuses new transactions
+(REJECTED: resubmit elsewhere), lets those in flight finish, stops
+granting whatever it still owns, broadcasts its membership leave, and
+stops the management API last; it exits 0.`,
 		Example: `  aura node --name cn-1 --listen 127.0.0.1:8001 --gossip 127.0.0.1:9001 --mn 127.0.0.1:7070 --warehouses 12
   aura node --name cn-2 --listen 127.0.0.1:8002 --gossip 127.0.0.1:9002 --join 127.0.0.1:9001 --mn 127.0.0.1:7070 --warehouses 12
   # pin the planner to cn-1, then cn-2:
@@ -147,6 +157,7 @@ transactions it accepted and exits 0.`,
 	fl.StringVar(&f.listen, "listen", "127.0.0.1:0", "protoactor remote address, HOST:PORT (port 0: a free port)")
 	fl.StringVar(&f.advertise, "advertise", "", "remote address other nodes use, when it differs from --listen")
 	fl.StringVar(&f.gossip, "gossip", "127.0.0.1:0", "membership (memberlist) bind address, HOST:PORT")
+	fl.StringVar(&f.gossipAdv, "gossip-advertise", "", "membership address other nodes use (UDP and TCP, one port), when it differs from --gossip, for example behind a proxy")
 	fl.StringSliceVar(&f.join, "join", nil, "gossip addresses of nodes to join through, comma separated (none: start a new cluster)")
 	fl.StringVar(&f.mn, "mn", "127.0.0.1:7070", "memory node address, HOST:PORT")
 	fl.StringSliceVar(&f.plannerOrder, "nodes", nil, "optional: nodes that may host the planner, comma separated, in order of preference (default: any node with --planner, lowest name first); the roster of owners comes from membership either way")
@@ -246,6 +257,11 @@ func (f *nodeFlags) validate() error {
 	if _, _, err := splitAddr("gossip", f.gossip); err != nil {
 		errs = append(errs, err)
 	}
+	if f.gossipAdv != "" {
+		if _, _, err := splitAddr("gossip-advertise", f.gossipAdv); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if _, _, err := splitAddr("listen", f.listen); err != nil {
 		errs = append(errs, err)
 	}
@@ -343,6 +359,9 @@ func runNode(ctx context.Context, f *nodeFlags, stdout, stderr io.Writer) error 
 	}
 	ccfg.NodeName = f.name
 	ccfg.BindAddr, ccfg.BindPort, _ = splitAddr("gossip", f.gossip)
+	if f.gossipAdv != "" {
+		ccfg.AdvertiseAddr, ccfg.AdvertisePort, _ = splitAddr("gossip-advertise", f.gossipAdv)
+	}
 	ccfg.Seeds = f.join
 	roles := []string{cluster.RoleCN}
 	if f.plannerRole {
@@ -393,13 +412,14 @@ func runNode(ctx context.Context, f *nodeFlags, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	if _, err := sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
-		return &txnEndpoint{node: node, slots: make(chan struct{}, f.maxInFlight)}
-	}, actor.WithMailbox(actor.Bounded(4*f.maxInFlight))), TxnActorName); err != nil {
+	ep := &txnEndpoint{node: node, slots: make(chan struct{}, f.maxInFlight)}
+	if _, err := sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return ep },
+		actor.WithMailbox(actor.Bounded(4*f.maxInFlight))), TxnActorName); err != nil {
 		return err
 	}
 	if mgmt != nil {
 		nm.attach(node, mem, dev.Stats, pl.status)
+		mgmt.dash.decisions = pl.decisions // before attach: the sampler reads it once attached
 		mgmt.attach(node, mem, f.plannerOrder)
 	}
 	gaddr := mem.Addr()
@@ -415,11 +435,20 @@ func runNode(ctx context.Context, f *nodeFlags, stdout, stderr io.Writer) error 
 		pl.run(runCtx)
 	}()
 	<-ctx.Done()
-	log.Info("leaving")
+	// The graceful leave, within --leave-timeout in all (leaveBudget):
+	// not ready first, the management server stopped last, so that probes
+	// and the dashboard see the node leaving rather than a closed port.
+	lb := newLeaveBudget(f.leave)
+	log.Info("leaving", "leave_timeout", f.leave)
 	if mgmt != nil {
-		mgmt.shutdown() // first: not ready, and no topology served from a node on its way out
+		mgmt.beginLeave() // /readyz 503, no topology or routes served from a node on its way out
 	}
-	handOff(mem, node, f.leave, log)
+	handOff(mem, node, lb.handOff(), log)
+	// Transactions routed here before the clients heard of the leave ran
+	// during the handoff; now new ones are refused (REJECTED: clients
+	// resubmit elsewhere) and those in flight finish or abort.
+	ep.closing.Store(true)
+	ep.drain(lb.drain(), log)
 	stopRun()
 	<-placed
 	// Stop granting whatever is still owned (a handoff past the timeout):
@@ -428,14 +457,60 @@ func runNode(ctx context.Context, f *nodeFlags, stdout, stderr io.Writer) error 
 	if err := node.Relinquish(); err != nil {
 		log.Warn("relinquish", "err", err)
 	}
-	if err := mem.Leave(f.leave); err != nil {
+	if err := mem.Leave(lb.broadcast()); err != nil {
 		log.Warn("leave", "err", err)
 	}
 	err = node.Close()
 	_ = mem.Shutdown()
 	sys.Shutdown()
+	if mgmt != nil {
+		mgmt.shutdown() // last
+	}
+	log.Info("left", "took", lb.elapsed())
 	return err
 }
+
+// leaveBudget splits --leave-timeout between the steps of a graceful
+// leave. The handoff may use all of it but a tail (a quarter, at most
+// leaveTailMax) kept for the transactions still in flight and the
+// membership leave broadcast; a step that finds the budget spent still
+// gets leaveMinStep, so that a leave past its timeout still tells the
+// others rather than vanish (the failure detector would take seconds).
+type leaveBudget struct {
+	start    time.Time
+	deadline time.Time
+	tail     time.Duration
+}
+
+// Bounds of the leave's steps.
+const (
+	// leaveTailMax bounds the tail kept after the handoff: a drain of
+	// transactions takes a transaction's duration (milliseconds), the
+	// leave broadcast a gossip round trip.
+	leaveTailMax = 1500 * time.Millisecond
+	// leaveMinStep is the least a late step gets: one gossip message.
+	leaveMinStep = 100 * time.Millisecond
+)
+
+func newLeaveBudget(total time.Duration) leaveBudget {
+	now := time.Now()
+	return leaveBudget{start: now, deadline: now.Add(total), tail: min(total/4, leaveTailMax)}
+}
+
+func (b leaveBudget) left(reserve time.Duration) time.Duration {
+	return max(time.Until(b.deadline)-reserve, leaveMinStep)
+}
+
+// handOff is the handoff's budget: all but the tail.
+func (b leaveBudget) handOff() time.Duration { return b.left(b.tail) }
+
+// drain is the in-flight transactions' budget: half the tail.
+func (b leaveBudget) drain() time.Duration { return b.left(b.tail / 2) }
+
+// broadcast is the membership leave's budget: what is left.
+func (b leaveBudget) broadcast() time.Duration { return b.left(0) }
+
+func (b leaveBudget) elapsed() time.Duration { return time.Since(b.start) }
 
 // handOff announces a graceful leave (RoleLeaving in the node's metadata)
 // and waits, at most budget, until the planner has moved every cohort of
@@ -497,6 +572,27 @@ func hashedID(name string) uint32 {
 type txnEndpoint struct {
 	node  *actors.Node
 	slots chan struct{}
+	// closing: the node is leaving; new transactions are refused.
+	closing atomic.Bool
+}
+
+// drainPoll is how often drain looks at the transactions in flight.
+const drainPoll = 5 * time.Millisecond
+
+// drain waits, at most budget, until no accepted transaction is in flight
+// (each holds a slot until it is answered). Past the budget the node's
+// coordinators still finish what they were given when the node closes;
+// the clients of those may see their request time out and resubmit the
+// same transaction id, which is idempotent.
+func (e *txnEndpoint) drain(budget time.Duration, log *slog.Logger) {
+	start := time.Now()
+	for len(e.slots) > 0 {
+		if time.Since(start) >= budget {
+			log.Warn("transactions still in flight at the leave's drain deadline", "in_flight", len(e.slots), "waited", time.Since(start))
+			return
+		}
+		time.Sleep(drainPoll)
+	}
 }
 
 func (e *txnEndpoint) Receive(ctx actor.Context) {
@@ -505,6 +601,11 @@ func (e *txnEndpoint) Receive(ctx actor.Context) {
 		return
 	}
 	sender, root := ctx.Sender(), ctx.ActorSystem().Root
+	if e.closing.Load() {
+		ctx.Respond(&messages.TxnResult{TxnId: msg.GetTxnId(), Node: e.node.Name(),
+			Outcome: messages.TxnOutcome_TXN_OUTCOME_REJECTED, Error: "node leaving the cluster: submit to another node"})
+		return
+	}
 	select {
 	case e.slots <- struct{}{}:
 	default:

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os/exec"
 	"slices"
 	"strings"
@@ -541,8 +542,9 @@ func processLeakOptions() []goleak.Option {
 // cohorts soon after), and a non-planner node is stopped with SIGTERM (it
 // announces its leave, the planner moves its cohorts to the others with the
 // migration protocol, then it leaves: the others see it leave within 1 s
-// of the signal, and no map names it after that), and then a new process rejoins under its name (it
-// owns cohorts again). Transactions commit in every phase and the TPC-C
+// of the signal, and no map names it after that; its /readyz answers 503
+// before it exits, and it exits within 5 s of the signal), and then a new
+// process rejoins under its name (it owns cohorts again). Transactions commit in every phase and the TPC-C
 // consistency conditions hold at the end.
 func TestNodeProcessesJoinAndLeaveUnderLoad(t *testing.T) {
 	if testing.Short() {
@@ -555,7 +557,8 @@ func TestNodeProcessesJoinAndLeaveUnderLoad(t *testing.T) {
 		"--coordinators", "4", "--log-level", "info"}, wlArgs...)
 	n1 := startNode(t, append([]string{"--name", "cn-1"}, common...)...)
 	n2 := startNode(t, append([]string{"--name", "cn-2", "--join", n1.gossip}, common...)...)
-	n3 := startNode(t, append([]string{"--name", "cn-3", "--join", n1.gossip}, common...)...)
+	h3 := freeAddr(t)
+	n3 := startNode(t, append([]string{"--name", "cn-3", "--join", n1.gossip, "--http", h3}, common...)...)
 	planner := n1 // the lowest name
 	if _, _, ok := watchFromNow(planner).wait(10*time.Second, func(l string) bool {
 		return strings.Contains(l, `msg="roster slot assigned"`) && strings.Contains(l, "node=cn-3 ")
@@ -601,9 +604,11 @@ func TestNodeProcessesJoinAndLeaveUnderLoad(t *testing.T) {
 	time.Sleep(200 * time.Millisecond) // let requests already routed to cn-3 finish
 	leaveLog := watchFromNow(planner)
 	t.Logf("before the leave: %s", lastPublished(planner))
+	probe := probeReadiness(t, "http://"+h3+readyzPath)
 	if err := n3.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
+	termAt := time.Now()
 	// It stopped granting before it left, so the planner reassigns its
 	// cohorts at once (no --settle wait for a graceful leave).
 	left, gone := awaitDeparture(t, leaveLog, "cn-3", "leave", time.Second, 2*time.Second)
@@ -613,9 +618,17 @@ func TestNodeProcessesJoinAndLeaveUnderLoad(t *testing.T) {
 		if err != nil {
 			t.Errorf("cn-3 exited with %v after SIGTERM", err)
 		}
+		// SPEC §6 / issue 9: a graceful leave within 5 s (--leave-timeout's
+		// default bounds it).
+		if took := time.Since(termAt); took > 5*time.Second {
+			t.Errorf("cn-3 exited %v after SIGTERM, want within 5 s", took.Round(time.Millisecond))
+		} else {
+			t.Logf("cn-3 exited %v after SIGTERM", took.Round(time.Millisecond))
+		}
 	case <-time.After(10 * time.Second):
 		t.Errorf("cn-3 still running 10 s after SIGTERM")
 	}
+	probe.check(t, termAt)
 	t.Logf("leave: seen as a leave %v after SIGTERM; first map without cn-3 %v after SIGTERM", left.Round(time.Millisecond),
 		gone.Round(time.Millisecond))
 	// It handed its cohorts off (migrations: frozen, drained, moved or
@@ -685,6 +698,85 @@ func TestNodeProcessesJoinAndLeaveUnderLoad(t *testing.T) {
 		}
 	}
 	stopNodes(t, n1, n2, n3, n4)
+}
+
+// readinessProbe polls a node's /readyz like an orchestrator would, every
+// 10 ms, recording each answer's status (0: no connection) until the
+// connection is refused after the node has answered once (it exited).
+type readinessProbe struct {
+	done chan struct{}
+	obs  []probeObs
+}
+
+type probeObs struct {
+	at     time.Time
+	status int
+}
+
+// It returns once the node has answered 200 (ready), or fails the test
+// after 5 s.
+func probeReadiness(t *testing.T, url string) *readinessProbe {
+	t.Helper()
+	p := &readinessProbe{done: make(chan struct{})}
+	ready := make(chan struct{})
+	hc := &http.Client{Timeout: time.Second}
+	go func() {
+		defer close(p.done)
+		defer hc.CloseIdleConnections() // no keep-alive goroutines left for the leak check
+		wasReady := false
+		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			o := probeObs{at: time.Now()}
+			if resp, err := hc.Get(url); err == nil {
+				o.status = resp.StatusCode
+				resp.Body.Close()
+			}
+			p.obs = append(p.obs, o)
+			if o.status == http.StatusOK && !wasReady {
+				wasReady = true
+				close(ready)
+			}
+			if o.status == 0 && wasReady {
+				return
+			}
+		}
+	}()
+	select {
+	case <-ready:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("%s did not answer 200 within 5 s", url)
+	}
+	return p
+}
+
+// check waits for the probe to end and asserts what an orchestrator
+// needs from a graceful leave: ready (200) before the signal at termAt,
+// then not ready (503) while the node hands off and leaves, answered
+// before the port closes: the management server stops last.
+func (p *readinessProbe) check(t *testing.T, termAt time.Time) {
+	t.Helper()
+	<-p.done
+	firstNotReady, closed := time.Time{}, time.Time{}
+	readyBefore := false
+	for _, o := range p.obs {
+		switch {
+		case o.at.Before(termAt) && o.status == http.StatusOK:
+			readyBefore = true
+		case !o.at.Before(termAt) && o.status == http.StatusServiceUnavailable && firstNotReady.IsZero():
+			firstNotReady = o.at
+		case !o.at.Before(termAt) && o.status == 0 && closed.IsZero():
+			closed = o.at
+		}
+	}
+	if !readyBefore {
+		t.Errorf("/readyz never answered 200 before SIGTERM")
+	}
+	if firstNotReady.IsZero() || (!closed.IsZero() && closed.Before(firstNotReady)) {
+		t.Errorf("/readyz did not answer 503 before the node's port closed (503 at %v, closed at %v after SIGTERM)",
+			firstNotReady.Sub(termAt), closed.Sub(termAt))
+		return
+	}
+	t.Logf("/readyz: 503 %v after SIGTERM, port closed %v after SIGTERM", firstNotReady.Sub(termAt).Round(time.Millisecond),
+		closed.Sub(termAt).Round(time.Millisecond))
 }
 
 // TestNodeProcessesSurviveCrashes runs four compute nodes without --nodes

@@ -69,10 +69,16 @@ const (
 //     HTTP, from the moment the port is bound;
 //
 //   - GET /readyz (readiness): 200 once the node is ready to take
-//     transactions, else 503 {code: "NotReady", message} (see readiness).
+//     transactions, else 503 {code: "NotReady", message} (see readiness);
 //
-// With a token (aura node --auth-token), every request except /healthz and
-// /readyz must carry "Authorization: Bearer TOKEN", or is answered 401
+//   - GET /dashboard (and / redirects there): the live dashboard, a page
+//     with embedded assets (/dashboard/assets/NAME) polling
+//     GET /dashboard/state (dashboard.go, docs/dashboard.md).
+//
+// With a token (aura node --auth-token), every request except /healthz,
+// /readyz, the redirect from / and the dashboard's page and assets (static
+// files without cluster data; the page asks for the token and sends it
+// with its polls) must carry "Authorization: Bearer TOKEN", or is answered 401
 // NotAuthorized before anything else is looked at; /metrics is protected
 // like the rest (it describes the cluster's ownership and load). The two
 // health endpoints stay open so that orchestrators' probes, which carry no
@@ -81,7 +87,12 @@ const (
 //
 // The server starts as soon as the port is bound (startMgmtEarly); until
 // the node is attached (its tables loaded, membership joined) only the
-// health endpoints and /metrics answer, the rest 503 NotReady.
+// health endpoints, /metrics and the dashboard's page answer, the rest 503
+// NotReady. Once the node leaves (beginLeave), /readyz and the routing
+// endpoints (topology, partition-route, ownermap) answer 503 NotReady, so
+// that neither probes nor clients pick a node on its way out, while
+// /healthz, /metrics and the dashboard go on showing the leave until the
+// server stops, last.
 type mgmtServer struct {
 	// node, mem and order are set once by attach, before attached is.
 	node     *actors.Node
@@ -95,6 +106,7 @@ type mgmtServer struct {
 	srv     *http.Server
 	ln      net.Listener
 	done    chan struct{}
+	dash    *dashboard
 
 	tokenSum [sha256.Size]byte // of opts.AuthToken
 
@@ -126,6 +138,9 @@ type mgmtOptions struct {
 	// the node's own counters and membership only (no device verbs, no
 	// planner, no latency histograms fed).
 	Metrics *nodeMetrics
+	// DashboardPeriod is the dashboard's sample period; 0:
+	// dashSamplePeriod (tests shorten it).
+	DashboardPeriod time.Duration
 }
 
 // codeNotReady is the error code of /readyz and of the API before the node
@@ -147,6 +162,7 @@ func startMgmtEarly(ln net.Listener, log *slog.Logger, opts mgmtOptions) *mgmtSe
 		opts.Metrics = newNodeMetrics()
 	}
 	s := &mgmtServer{opts: opts, log: log, ln: ln, done: make(chan struct{})}
+	s.dash = newDashboard(s, opts.DashboardPeriod)
 	if opts.AuthToken != "" {
 		s.tokenSum = sha256.Sum256([]byte(opts.AuthToken))
 	}
@@ -156,6 +172,7 @@ func startMgmtEarly(ln net.Listener, log *slog.Logger, opts mgmtOptions) *mgmtSe
 	api.HandleFunc(client.OwnerMapPath, s.get(s.ownerMap))
 	api.HandleFunc(client.PartitionRoutePath, s.method(s.partitionRoute))
 	api.HandleFunc(metricsPath, s.get(s.metrics))
+	api.HandleFunc(dashboardStatePath, s.get(s.dash.serveState))
 	api.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, http.StatusNotFound, "NotFound", "no such endpoint: "+r.URL.Path)
 	})
@@ -164,15 +181,25 @@ func startMgmtEarly(ln net.Listener, log *slog.Logger, opts mgmtOptions) *mgmtSe
 			writeAPIError(w, http.StatusServiceUnavailable, codeNotReady, "node starting: "+r.URL.Path+" is served once it has joined")
 			return
 		}
+		if s.leaving.Load() && routingPaths[r.URL.Path] {
+			writeAPIError(w, http.StatusServiceUnavailable, codeNotReady, "node leaving: ask another node for "+r.URL.Path)
+			return
+		}
 		api.ServeHTTP(w, r)
 	}))
 	root := http.NewServeMux()
 	root.HandleFunc(healthzPath, s.method(s.healthz))
 	root.HandleFunc(readyzPath, s.method(s.readyz))
+	root.HandleFunc(dashboardPath, s.method(serveDashboardPage))
+	root.HandleFunc(dashboardAssetsPath, s.method(serveDashboardPage))
+	root.HandleFunc("/{$}", s.method(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, dashboardPath, http.StatusFound)
+	}))
 	root.Handle("/", protected)
 	s.srv = &http.Server{Handler: root, ReadHeaderTimeout: mgmtReadHeaderTimeout, ReadTimeout: mgmtReadTimeout,
 		WriteTimeout: mgmtWriteTimeout, IdleTimeout: mgmtIdleTimeout, MaxHeaderBytes: mgmtMaxHeaderBytes,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	go s.dash.run()
 	go func() {
 		defer close(s.done)
 		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -191,6 +218,10 @@ func (s *mgmtServer) attach(node *actors.Node, mem *cluster.Membership, order []
 	s.opts.Metrics.attach(node, mem, nil, nil) // no-op if the caller attached it with more sources
 	s.attached.Store(true)
 }
+
+// routingPaths are the endpoints clients route by: a leaving node refuses
+// them (503 NotReady) so that clients ask another node.
+var routingPaths = map[string]bool{client.TopologyPath: true, client.PartitionRoutePath: true, client.OwnerMapPath: true}
 
 // Paths of the health and metrics endpoints.
 const (
@@ -284,9 +315,14 @@ func (s *mgmtServer) metrics(w http.ResponseWriter, _ *http.Request) {
 // Addr is the address the server listens on.
 func (s *mgmtServer) Addr() string { return s.ln.Addr().String() }
 
+// beginLeave marks the node as leaving: /readyz answers 503 from now on,
+// and so do the routing endpoints, while the server keeps serving the
+// rest (health, metrics, the dashboard) until shutdown.
+func (s *mgmtServer) beginLeave() { s.leaving.Store(true) }
+
 // shutdown stops accepting, lets requests in flight finish (bounded by
-// mgmtShutdownTimeout) and waits for the server to return. It may be
-// called more than once.
+// mgmtShutdownTimeout) and waits for the server and the dashboard's
+// sampler to return. It may be called more than once.
 func (s *mgmtServer) shutdown() {
 	s.leaving.Store(true)
 	ctx, cancel := context.WithTimeout(context.Background(), mgmtShutdownTimeout)
@@ -295,6 +331,7 @@ func (s *mgmtServer) shutdown() {
 		_ = s.srv.Close()
 	}
 	<-s.done
+	s.dash.close()
 }
 
 // method wraps a handler: GET (and HEAD) only.

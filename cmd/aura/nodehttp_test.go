@@ -90,7 +90,7 @@ func TestTopologyEndpointOfALoneNode(t *testing.T) {
 		{http.MethodGet, "/management/partition-route", http.StatusBadRequest, "BadRequest"},
 		{http.MethodPost, "/management/partition-route?rule=bank_range&key=1,1", http.StatusMethodNotAllowed, "MethodNotAllowed"},
 		{http.MethodGet, "/management/partition-route?rule=bank_range&key=1,1", http.StatusNotFound, "NoSuchRule"},
-		{http.MethodGet, "/", http.StatusNotFound, "NotFound"},
+		{http.MethodGet, "/no-such-endpoint", http.StatusNotFound, "NotFound"}, // "/" redirects to the dashboard
 		{http.MethodDelete, client.OwnerMapPath, http.StatusMethodNotAllowed, "MethodNotAllowed"},
 		{http.MethodGet, client.OwnerMapPath + "?epoch=3", http.StatusBadRequest, "BadRequest"},
 	} {
