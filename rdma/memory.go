@@ -96,6 +96,44 @@ func (m *Memory) Register(name string, length uint64) (Region, error) {
 	return r.Region, nil
 }
 
+// Restore registers r at the rkey and address it was given when first
+// registered, zero-filled: a durable memory node (rdma/durable) rebuilds its
+// regions so, because compute nodes keep rkeys and addresses across a
+// memory-node restart. It fails if the name, rkey or address range is taken
+// or the capacity is exceeded.
+func (m *Memory) Restore(r Region) error {
+	if r.Name == "" || len(r.Name) > MaxRegionNameLen {
+		return fmt.Errorf("rdma: restore: region name must be 1..%d bytes, got %d", MaxRegionNameLen, len(r.Name))
+	}
+	padded := (r.Length + AtomicSize - 1) &^ (AtomicSize - 1)
+	if r.Length == 0 || padded < r.Length || padded > maxRegionLength || r.RKey == 0 || r.Addr < firstRegionAddr || r.Addr%regionAlign != 0 || r.Addr+padded < r.Addr {
+		return fmt.Errorf("rdma: restore: invalid region %q (rkey %#x, addr %#x, length %d)", r.Name, r.RKey, r.Addr, r.Length)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.byName[r.Name]; ok {
+		return fmt.Errorf("rdma: restore: region %q already registered", r.Name)
+	}
+	if _, ok := m.byKey[r.RKey]; ok {
+		return fmt.Errorf("rdma: restore: rkey %#x of region %q already in use", r.RKey, r.Name)
+	}
+	for _, o := range m.byKey {
+		oEnd := o.Addr + uint64(len(o.words))*AtomicSize
+		if r.Addr < oEnd && o.Addr < r.Addr+padded {
+			return fmt.Errorf("rdma: restore: region %q at %#x overlaps region %q", r.Name, r.Addr, o.Name)
+		}
+	}
+	if m.used+padded > m.capacity || m.used+padded < m.used {
+		return fmt.Errorf("%w: restoring region %q needs %d bytes, %d of %d free", ErrOutOfMemory, r.Name, r.Length, m.capacity-m.used, m.capacity)
+	}
+	reg := &region{Region: r, words: make([]uint64, padded/AtomicSize)}
+	m.used += padded
+	m.byKey[r.RKey] = reg
+	m.byName[r.Name] = reg
+	m.nextAddr = max(m.nextAddr, r.Addr+((padded+regionAlign-1)&^(regionAlign-1)))
+	return nil
+}
+
 // newRKeyLocked draws an unguessable, unused, non-zero rkey: a client must learn
 // a region's rkey from the memory node, never derive it.
 func (m *Memory) newRKeyLocked() (uint32, error) {

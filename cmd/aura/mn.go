@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/aura-runtime/aura/rdma"
+	"github.com/aura-runtime/aura/rdma/durable"
 	"github.com/aura-runtime/aura/rdma/tcp"
 )
 
@@ -41,11 +42,15 @@ type mnFlags struct {
 	logLevel         string
 	logFormat        string
 	authToken        string
+	dataDir          string
+	segmentSize      byteSize
+	snapshotEvery    byteSize
 	cfg              configFlags
 }
 
 func newMNCmd() *cobra.Command {
-	f := &mnFlags{size: 1 << 30, maxQueued: tcp.DefaultMaxQueuedBytes}
+	f := &mnFlags{size: 1 << 30, maxQueued: tcp.DefaultMaxQueuedBytes,
+		segmentSize: durable.DefaultSegmentBytes, snapshotEvery: durable.DefaultSnapshotEveryBytes}
 	cmd := &cobra.Command{
 		Use:   "mn",
 		Short: "Run a memory node: registered memory served to compute nodes over TCP",
@@ -62,9 +67,20 @@ Once it accepts connections it prints one line on stdout,
 
 with the actual address (useful with --listen 127.0.0.1:0). Logs go to stderr.
 SIGINT or SIGTERM shut it down gracefully: it stops accepting, answers the
-requests it has read, closes the connections and exits 0.`,
+requests it has read, closes the connections and exits 0.
+
+By default memory lives only in the process. With --data-dir the node is
+durable: every mutation (region registration, WRITE, successful CAS, FAA) is
+appended to a write-ahead log and fsynced — concurrent requests share one
+fsync (group commit) — before any reply that depends on it is sent, and the
+log is periodically folded into a snapshot. A restart on the same directory,
+after a crash or kill -9 included, rebuilds the memory (same regions, rkeys
+and addresses) before it accepts connections, so no acknowledged write is
+lost. A damaged log or snapshot stops the node with an error instead of
+serving wrong memory. See docs/durability.md.`,
 		Example: `  aura mn --listen 0.0.0.0:7070 --size 4GiB
-  aura mn --listen 127.0.0.1:0 --size 64MiB --cost-model`,
+  aura mn --listen 127.0.0.1:0 --size 64MiB --cost-model
+  aura mn --listen 0.0.0.0:7070 --size 4GiB --data-dir /var/lib/aura/mn`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -98,6 +114,12 @@ requests it has read, closes the connections and exits 0.`,
 		"on SIGINT/SIGTERM, how long to let connections finish the requests already read before closing them")
 	fl.StringVar(&f.metricsAddr, "metrics", "", "serve the memory node's verb counters and memory use in Prometheus text format on http://HOST:PORT/metrics (docs/metrics.md), and liveness on /healthz (empty: off; no authentication: bind a private address)")
 	fl.StringVar(&f.authToken, "auth-token", "", "serve only clients that present this token (aura node/bench --mn-token; 1..255 bytes); also $"+mnTokenEnv)
+	fl.StringVar(&f.dataDir, "data-dir", "",
+		"make the memory durable in this directory (created if missing; locked, so one node per directory): a write-ahead log fsynced before every acknowledgement, plus snapshots; a restart recovers it. Empty: memory only, lost when the process ends")
+	fl.Var(&f.segmentSize, "log-segment-size",
+		"with --data-dir: size at which the write-ahead log moves to a new segment file (units as for --size; at least one full request, about 8.1 MiB)")
+	fl.Var(&f.snapshotEvery, "snapshot-every",
+		"with --data-dir: take a snapshot (and drop the log before it) after this many log bytes; bounds recovery time and disk use (units as for --size; 0: never, and the log grows without bound)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level on stderr: debug, info, warn or error")
 	fl.StringVar(&f.logFormat, "log-format", "text", "log format on stderr: text or json")
 	return cmd
@@ -158,7 +180,28 @@ func runMN(ctx context.Context, f *mnFlags, stdout, stderr io.Writer) error {
 	if tok != "" {
 		cfg.Token = []byte(tok)
 	}
-	mem := rdma.NewMemory(uint64(f.size))
+	var mem *rdma.Memory
+	var store *durable.Store
+	if f.dataDir != "" {
+		every := int64(f.snapshotEvery)
+		if every == 0 {
+			every = -1
+		}
+		if store, err = durable.Open(durable.Options{Dir: f.dataDir, Capacity: uint64(f.size),
+			SegmentBytes: int64(f.segmentSize), SnapshotEveryBytes: every, Logger: log}); err != nil {
+			return fmt.Errorf("--data-dir %s: %w", f.dataDir, err)
+		}
+		// Closed after the server: graceful shutdown answers what was read,
+		// and those answers wait for the log.
+		defer func() {
+			if err := store.Close(); err != nil {
+				log.Error("closing the data directory", "err", err)
+			}
+		}()
+		mem, cfg.Journal = store.Memory(), store
+	} else {
+		mem = rdma.NewMemory(uint64(f.size))
+	}
 	srv, err := tcp.NewServer(mem, cfg)
 	if err != nil {
 		return err
@@ -169,7 +212,11 @@ func runMN(ctx context.Context, f *mnFlags, stdout, stderr io.Writer) error {
 	}
 	addr := l.Addr().String()
 	if f.metricsAddr != "" {
-		maddr, stop, err := serveMNMetrics(ctx, f.metricsAddr, srv.Stats, srv.Refused, mem, log)
+		var dstats func() durable.Stats
+		if store != nil {
+			dstats = store.Stats
+		}
+		maddr, stop, err := serveMNMetrics(ctx, f.metricsAddr, srv.Stats, srv.Refused, mem, dstats, log)
 		if err != nil {
 			l.Close()
 			srv.Close()
@@ -179,7 +226,7 @@ func runMN(ctx context.Context, f *mnFlags, stdout, stderr io.Writer) error {
 		log.Info("metrics ready", "url", "http://"+maddr+"/metrics")
 	}
 	log.Info("memory node ready", "addr", addr, "size", f.size.String(), "cost_model", f.costModel,
-		"max_conns", f.maxConns, "max_in_flight", f.maxInFlight)
+		"max_conns", f.maxConns, "max_in_flight", f.maxInFlight, "data_dir", f.dataDir)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(l) }()
 	if _, err := fmt.Fprintf(stdout, "%s%s\n", mnListeningPrefix, addr); err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 
 	"github.com/aura-runtime/aura/rdma"
+	"github.com/aura-runtime/aura/rdma/durable"
 )
 
 // serveMNMetrics serves the memory node's verb counters and memory in
@@ -21,7 +22,7 @@ import (
 // time, so serving them costs nothing on the verb path. mem and refused
 // (the clients refused for their token) may be nil.
 func serveMNMetrics(ctx context.Context, addr string, stats func() rdma.Stats, refused func() uint64, mem *rdma.Memory,
-	log *slog.Logger) (string, func(), error) {
+	dstats func() durable.Stats, log *slog.Logger) (string, func(), error) {
 	set := metrics.NewSet()
 	counter := func(name string, get func(rdma.Stats) uint64) {
 		set.NewGauge(name, func() float64 { return float64(get(stats())) })
@@ -49,6 +50,25 @@ func serveMNMetrics(ctx context.Context, addr string, stats func() rdma.Stats, r
 			return float64(n)
 		})
 		set.NewGauge(`aura_mn_regions`, func() float64 { return float64(len(mem.Regions())) })
+	}
+
+	if dstats != nil {
+		// The durable memory node's log and snapshots (--data-dir).
+		gauge := func(name string, get func(durable.Stats) float64) {
+			set.NewGauge(name, func() float64 { return get(dstats()) })
+		}
+		gauge(`aura_mn_log_bytes_total`, func(s durable.Stats) float64 { return float64(s.LogBytes) })
+		gauge(`aura_mn_log_records_total`, func(s durable.Stats) float64 { return float64(s.LogRecords) })
+		gauge(`aura_mn_log_fsyncs_total`, func(s durable.Stats) float64 { return float64(s.Fsyncs) })
+		gauge(`aura_mn_log_fsync_seconds_total`, func(s durable.Stats) float64 { return s.FsyncSeconds })
+		gauge(`aura_mn_log_group_commit_max_records`, func(s durable.Stats) float64 { return float64(s.MaxGroupRecords) })
+		gauge(`aura_mn_log_durable_seq`, func(s durable.Stats) float64 { return float64(s.Durable) })
+		gauge(`aura_mn_snapshots_total`, func(s durable.Stats) float64 { return float64(s.Snapshots) })
+		gauge(`aura_mn_snapshot_errors_total`, func(s durable.Stats) float64 { return float64(s.SnapshotErrors) })
+		gauge(`aura_mn_snapshot_last_seconds`, func(s durable.Stats) float64 { return s.SnapshotSeconds })
+		gauge(`aura_mn_snapshot_last_bytes`, func(s durable.Stats) float64 { return float64(s.SnapshotBytes) })
+		gauge(`aura_mn_recovery_seconds`, func(s durable.Stats) float64 { return s.RecoverySeconds })
+		gauge(`aura_mn_recovery_records`, func(s durable.Stats) float64 { return float64(s.Recovered) })
 	}
 
 	mux := http.NewServeMux()

@@ -83,4 +83,15 @@
 //     take goes to the writer goroutine); it waits only for a redial (bounded
 //     by the redial settings) or, when MaxInFlight requests are outstanding,
 //     for one of them to finish (bounded by RequestTimeout).
+//
+// # Durability
+//
+// With ServerConfig.Journal (rdma/durable, `aura mn --data-dir`) the server
+// logs every mutation in the order it took effect and holds each response
+// until the journal is durable up to every mutation the request made or
+// could have read (Journal; docs/durability.md). Responses of one
+// connection wait in its writer goroutine, so its reader keeps executing
+// pipelined requests and concurrent requests share fsyncs. A journal error
+// stops the server (Serve returns it): nothing is acknowledged that a
+// restart would not find. Without a journal the verb path is unchanged.
 package tcp

@@ -5,10 +5,12 @@ import (
 	"container/heap"
 	"context"
 	"crypto/subtle"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"runtime"
@@ -17,8 +19,32 @@ import (
 	"time"
 
 	"github.com/aura-runtime/aura/rdma"
+	"github.com/aura-runtime/aura/rdma/durable"
 	"github.com/aura-runtime/aura/rdma/wire"
 )
+
+// Journal makes the memory's mutations durable before they are
+// acknowledged; *durable.Store implements it. With a journal the server
+// logs every mutation a request made (region registrations, and the
+// post-images of successful WRITEs, CASes and FAAs) in the order it applied
+// them, and sends no response — of any kind, reads included — before the
+// journal is durable up to the request's own record and every record that
+// wrote what the request read: a client never sees, and so never builds
+// on, memory that a crash could take back.
+type Journal interface {
+	// AppendRegion logs a new region and returns its sequence number.
+	AppendRegion(r rdma.Region) (uint64, error)
+	// AppendWrites logs one request's post-images (copying the data) and
+	// returns the record's sequence number.
+	AppendWrites(ws []durable.Write) (uint64, error)
+	// Appended is the last sequence number appended.
+	Appended() uint64
+	// Durable is the last sequence number on disk.
+	Durable() uint64
+	// WaitDurable waits until Durable() >= seq, the journal fails, or
+	// cancel is closed.
+	WaitDurable(seq uint64, cancel <-chan struct{}) error
+}
 
 // ServerConfig configures a memory-node server. Zero fields take the defaults
 // below; for the timeouts a negative value disables the timeout.
@@ -66,6 +92,11 @@ type ServerConfig struct {
 	Cost *rdma.CostModel
 	// Logger receives connection events and protocol errors. Default slog.Default().
 	Logger *slog.Logger
+	// Journal, when non-nil, makes every mutation durable before its reply
+	// (see Journal). A journal error stops the server: Serve returns it and
+	// no response is sent after it (fail-stop; a restart recovers what was
+	// durable). Default nil: memory only, and the verb path pays nothing.
+	Journal Journal
 	// Token, when set, is required in every client's Hello (compared in
 	// constant time); a client without it, or with another, gets
 	// CodeUnauthorized and is disconnected, logged and counted
@@ -135,6 +166,21 @@ type Server struct {
 
 	regMu sync.Mutex // serialises registrations so that the region cap holds
 
+	// With a journal, requests that mutate hold durMu exclusively while
+	// they execute, append and mark lastWrite, and the others hold it
+	// shared while they execute and look up lastWrite: so the log's order
+	// is the order in which mutations took effect, and a request's wait
+	// covers every mutation it could have observed.
+	durMu      sync.RWMutex
+	journalErr atomic.Pointer[error]
+	// lastWrite holds, per hash slot of 64-byte lines of memory, the
+	// sequence number of the last record that wrote the line (with a
+	// journal only). A request that logs nothing waits only for the
+	// records that wrote what it read, not for every pending record:
+	// most reads of a busy node touch nothing in flight and are answered
+	// at once. Collisions only make a wait longer, never shorter.
+	lastWrite []atomic.Uint64
+
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
 	conns     map[*serverConn]struct{}
@@ -159,6 +205,9 @@ func NewServer(mem *rdma.Memory, cfg ServerConfig) (*Server, error) {
 			MaxBatch: rdma.MaxBatch, MaxBatchBytes: rdma.MaxBatchBytes, MaxTransferBytes: rdma.MaxTransferBytes,
 			Capacity: mem.Capacity(), MaxRegions: wire.MaxRegions,
 		},
+	}
+	if cfg.Journal != nil {
+		s.lastWrite = make([]atomic.Uint64, lastWriteSlots)
 	}
 	if cfg.Cost != nil {
 		nic, err := rdma.NewNIC(*cfg.Cost)
@@ -204,6 +253,9 @@ func (s *Server) Serve(l net.Listener) error {
 		nc, err := l.Accept()
 		if err != nil {
 			if s.isClosed() {
+				if jerr := s.JournalErr(); jerr != nil {
+					return jerr
+				}
 				return ErrServerClosed
 			}
 			var ne net.Error
@@ -224,6 +276,26 @@ func (s *Server) Serve(l net.Listener) error {
 func isTemporary(err error) bool {
 	var t interface{ Temporary() bool }
 	return errors.As(err, &t) && t.Temporary()
+}
+
+// JournalErr returns the journal error that stopped the server, if any.
+func (s *Server) JournalErr() error {
+	if p := s.journalErr.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// journalFailed records the first journal error and stops the server: it
+// can no longer promise that what it acknowledges survives a crash. Called
+// with durMu held exclusively, so no request executes after the flag is set
+// without seeing it.
+func (s *Server) journalFailed(err error) {
+	err = fmt.Errorf("tcp: memory node journal failed; stopping: %w", err)
+	if s.journalErr.CompareAndSwap(nil, &err) {
+		s.log.Error("mn: journal failed: stopping the memory node", "err", err)
+		go s.Close()
+	}
 }
 
 func (s *Server) isClosed() bool {
@@ -326,7 +398,10 @@ type outFrame struct {
 	buf    []byte
 	sendAt int64 // rdma.Now() before which it must not be sent; 0 = at once
 	seq    uint64
-	close  bool // close the connection after writing it
+	// durable is the journal sequence number that must be on disk before
+	// the frame is sent (0: none).
+	durable uint64
+	close   bool // close the connection after writing it
 }
 
 // serverConn is one client connection: a reader and a writer goroutine.
@@ -358,6 +433,8 @@ type serverConn struct {
 	readBuf []byte
 	done    []int64
 	seq     uint64
+	posts   []durable.Write // post-images of a batch, for the journal
+	words   []byte          // 8-byte post-images of a batch's atomics
 }
 
 func newServerConn(s *Server, nc net.Conn) *serverConn {
@@ -520,6 +597,12 @@ func (c *serverConn) malformed(id uint64, err error) {
 
 // reply encodes r and queues it.
 func (c *serverConn) reply(r *wire.Response, sendAt int64, closeAfter bool) {
+	c.replyAfter(r, sendAt, closeAfter, 0)
+}
+
+// replyAfter is reply for a response that may leave only once the journal
+// is durable up to seq (0: at once).
+func (c *serverConn) replyAfter(r *wire.Response, sendAt int64, closeAfter bool, seq uint64) {
 	b, err := wire.AppendResponse(getBuf(wire.ResponseSize(r)), r)
 	if err != nil {
 		// Only a server bug gets here; answer with an internal error instead.
@@ -531,7 +614,12 @@ func (c *serverConn) reply(r *wire.Response, sendAt int64, closeAfter bool) {
 	// save the hand-off to the writer. Responses may then overtake one the
 	// writer has just taken; clients match responses by id and restore
 	// posting order per queue pair, so the order on the wire does not matter.
-	if sendAt == 0 && !closeAfter && len(c.out) == 0 && c.wmu.TryLock() {
+	if seq > 0 && seq <= c.s.cfg.Journal.Durable() {
+		seq = 0 // durable already: nothing to wait for
+	}
+	// With a journal the writer may be waiting for the log with frames
+	// queued; a response that needs nothing from the log goes past them.
+	if sendAt == 0 && seq == 0 && !closeAfter && (len(c.out) == 0 || c.s.cfg.Journal != nil) && c.wmu.TryLock() {
 		c.mu.Lock()
 		dead := c.dead
 		c.mu.Unlock()
@@ -548,7 +636,7 @@ func (c *serverConn) reply(r *wire.Response, sendAt int64, closeAfter bool) {
 		return
 	}
 	c.seq++
-	c.push(outFrame{buf: b, sendAt: sendAt, seq: c.seq, close: closeAfter})
+	c.push(outFrame{buf: b, sendAt: sendAt, seq: c.seq, close: closeAfter, durable: seq})
 }
 
 // handle serves one decoded request; false means stop reading.
@@ -557,19 +645,31 @@ func (c *serverConn) handle(req *wire.Request) bool {
 	case wire.KindBatch:
 		c.batch(req)
 	case wire.KindRegister:
-		r, err := c.register(req.Name, req.Length)
+		r, seq, err := c.register(req.Name, req.Length)
 		if err != nil {
-			c.reply(&wire.Response{Kind: wire.KindError, ID: req.ID, Err: *err}, 0, false)
+			c.replyAfter(&wire.Response{Kind: wire.KindError, ID: req.ID, Err: *err}, 0, false, seq)
 		} else {
-			c.reply(&wire.Response{Kind: wire.KindRegion, ID: req.ID, Region: r}, 0, false)
+			c.replyAfter(&wire.Response{Kind: wire.KindRegion, ID: req.ID, Region: r}, 0, false, seq)
 		}
 	case wire.KindListRegions:
+		var seq uint64
+		j := c.s.cfg.Journal
+		if j != nil {
+			c.s.durMu.RLock()
+		}
 		regions := c.s.mem.Regions()
+		if j != nil {
+			seq = j.Appended()
+			c.s.durMu.RUnlock()
+			if c.s.JournalErr() != nil {
+				return false
+			}
+		}
 		if len(regions) > wire.MaxRegions {
 			c.reply(&wire.Response{Kind: wire.KindError, ID: req.ID, Err: wire.NewError(wire.CodeInternal,
 				fmt.Sprintf("memory node holds %d regions, more than a reply lists (%d)", len(regions), wire.MaxRegions))}, 0, false)
 		} else {
-			c.reply(&wire.Response{Kind: wire.KindRegions, ID: req.ID, Regions: regions}, 0, false)
+			c.replyAfter(&wire.Response{Kind: wire.KindRegions, ID: req.ID, Regions: regions}, 0, false, seq)
 		}
 	default:
 		c.malformed(req.ID, fmt.Errorf("unexpected %s request", req.Kind))
@@ -578,25 +678,49 @@ func (c *serverConn) handle(req *wire.Request) bool {
 	return true
 }
 
-func (c *serverConn) register(name string, length uint64) (rdma.Region, *wire.Error) {
+// register registers a region; with a journal it also returns the
+// sequence number the reply must wait for (the registration's, or the last
+// appended if the region existed: it may not be durable yet).
+func (c *serverConn) register(name string, length uint64) (rdma.Region, uint64, *wire.Error) {
 	s := c.s
 	s.regMu.Lock()
 	defer s.regMu.Unlock()
-	if _, exists := s.mem.Lookup(name); !exists && len(s.mem.Regions()) >= wire.MaxRegions {
+	j := s.cfg.Journal
+	if j != nil {
+		s.durMu.Lock()
+		defer s.durMu.Unlock()
+		if s.JournalErr() != nil {
+			e := wire.NewError(wire.CodeInternal, "memory node journal failed")
+			return rdma.Region{}, 0, &e
+		}
+	}
+	_, exists := s.mem.Lookup(name)
+	if !exists && len(s.mem.Regions()) >= wire.MaxRegions {
 		e := wire.NewError(wire.CodeOutOfMemory, fmt.Sprintf("region %q: memory node already holds %d regions (max %d)", name, wire.MaxRegions, wire.MaxRegions))
-		return rdma.Region{}, &e
+		return rdma.Region{}, 0, &e
 	}
 	r, err := s.mem.Register(name, length)
+	var seq uint64
+	if j != nil {
+		seq = j.Appended()
+	}
 	if err != nil {
 		code := wire.CodeInvalidArgument
 		if errors.Is(err, rdma.ErrOutOfMemory) {
 			code = wire.CodeOutOfMemory
 		}
 		e := wire.NewError(code, err.Error())
-		return rdma.Region{}, &e
+		return rdma.Region{}, seq, &e
+	}
+	if j != nil && !exists {
+		if seq, err = j.AppendRegion(r); err != nil {
+			s.journalFailed(err)
+			e := wire.NewError(wire.CodeInternal, "memory node journal failed")
+			return rdma.Region{}, 0, &e
+		}
 	}
 	c.log.Debug("mn: region registered", "name", r.Name, "length", r.Length)
-	return r, nil
+	return r, seq, nil
 }
 
 // batch executes a doorbell batch and queues its results.
@@ -629,20 +753,20 @@ func (c *serverConn) batch(req *wire.Request) {
 		}
 	}
 	var sendAt int64
+	var seq uint64
 	s := c.s
-	if s.nic != nil {
-		done := c.done[:n]
-		// Scheduling and execution happen under one lock so that atomics take
-		// effect in the order in which they hold their NIC slots.
-		s.nicMu.Lock()
-		s.nic.ScheduleBatch(rdma.Now(), wrs, done)
-		c.execute(wrs, results)
-		s.nicMu.Unlock()
-		for _, t := range done {
-			sendAt = max(sendAt, t)
+	if j := s.cfg.Journal; j != nil {
+		var ok bool
+		if sendAt, seq, ok = c.runJournaled(j, wrs, results); !ok {
+			e := wire.NewError(wire.CodeInternal, "memory node journal failed")
+			c.reply(&wire.Response{Kind: wire.KindError, ID: req.ID, Err: e}, 0, true)
+			for i := range wrs {
+				wrs[i].Local = nil
+			}
+			return
 		}
 	} else {
-		c.execute(wrs, results)
+		sendAt = c.run(wrs, results)
 	}
 	s.stats.Doorbell()
 	for i := range wrs {
@@ -651,7 +775,7 @@ func (c *serverConn) batch(req *wire.Request) {
 		}
 		s.stats.Record(&wrs[i], rdma.Completion{Op: results[i].Op, Status: results[i].Status, Value: results[i].Value})
 	}
-	c.reply(&wire.Response{Kind: wire.KindBatchResult, ID: req.ID, Results: results}, sendAt, false)
+	c.replyAfter(&wire.Response{Kind: wire.KindBatchResult, ID: req.ID, Results: results}, sendAt, false, seq)
 	for i := range wrs {
 		wrs[i].Local = nil
 		results[i].Data = nil
@@ -659,6 +783,152 @@ func (c *serverConn) batch(req *wire.Request) {
 	if cap(c.readBuf) > 1<<20 {
 		c.readBuf = nil
 	}
+}
+
+// run executes a doorbell, through the cost model if one is set, and
+// returns when its response may be sent.
+func (c *serverConn) run(wrs []rdma.WorkRequest, results []wire.Result) (sendAt int64) {
+	s := c.s
+	if s.nic == nil {
+		c.execute(wrs, results)
+		return 0
+	}
+	done := c.done[:len(wrs)]
+	// Scheduling and execution happen under one lock so that atomics take
+	// effect in the order in which they hold their NIC slots.
+	s.nicMu.Lock()
+	s.nic.ScheduleBatch(rdma.Now(), wrs, done)
+	c.execute(wrs, results)
+	s.nicMu.Unlock()
+	for _, t := range done {
+		sendAt = max(sendAt, t)
+	}
+	return sendAt
+}
+
+// lastWriteSlots is the size of Server.lastWrite: 64 Ki slots (512 KiB),
+// so that the lines a few hundred concurrent transactions write rarely
+// share a slot with the lines others read.
+const lastWriteSlots = 1 << 16
+
+// lineBits: lastWrite tracks memory in lines of 1<<lineBits bytes, about a
+// record header (lock word and version) plus a small payload.
+const lineBits = 6
+
+func lineSlot(rkey uint32, line uint64) uint64 {
+	return (uint64(rkey)*0x9e3779b97f4a7c15 ^ (line+1)*0xc2b2ae3d27d4eb4f) >> (64 - 16)
+}
+
+// markWritten records that seq wrote [addr, addr+n) of rkey's region.
+// Called with durMu held exclusively, so values only grow.
+func (s *Server) markWritten(rkey uint32, addr uint64, n int, seq uint64) {
+	for l := addr >> lineBits; l <= (addr+uint64(n)-1)>>lineBits; l++ {
+		s.lastWrite[lineSlot(rkey, l)].Store(seq)
+	}
+}
+
+// lastWritten returns the last record that wrote into [addr, addr+n).
+func (s *Server) lastWritten(rkey uint32, addr uint64, n int) uint64 {
+	var seq uint64
+	if n <= 0 || addr+uint64(n) < addr {
+		return 0
+	}
+	for l := addr >> lineBits; l <= (addr+uint64(n)-1)>>lineBits; l++ {
+		seq = max(seq, s.lastWrite[lineSlot(rkey, l)].Load())
+	}
+	return seq
+}
+
+// observed returns the last record that wrote anything the doorbell read
+// or compared against.
+func (s *Server) observed(wrs []rdma.WorkRequest) uint64 {
+	var seq uint64
+	for i := range wrs {
+		n := len(wrs[i].Local)
+		if wrs[i].Op.IsAtomic() {
+			n = rdma.AtomicSize
+		}
+		seq = max(seq, s.lastWritten(wrs[i].RKey, wrs[i].RemoteAddr, n))
+	}
+	return seq
+}
+
+// runJournaled executes a doorbell and logs what it changed (see Journal
+// and Server.durMu); it returns the send time and the sequence number the
+// response waits for. False: the journal failed (or had failed), the
+// server is stopping, and nothing may be acknowledged.
+func (c *serverConn) runJournaled(j Journal, wrs []rdma.WorkRequest, results []wire.Result) (int64, uint64, bool) {
+	s := c.s
+	mutates := false
+	for i := range wrs {
+		if wrs[i].Op != rdma.OpRead {
+			mutates = true
+			break
+		}
+	}
+	if !mutates {
+		s.durMu.RLock()
+		if s.JournalErr() != nil {
+			s.durMu.RUnlock()
+			return 0, 0, false
+		}
+		sendAt := c.run(wrs, results)
+		seq := s.observed(wrs)
+		s.durMu.RUnlock()
+		return sendAt, seq, true
+	}
+	s.durMu.Lock()
+	defer s.durMu.Unlock()
+	if s.JournalErr() != nil {
+		return 0, 0, false
+	}
+	sendAt := c.run(wrs, results)
+	// Post-images of what took effect: a successful CAS (prior value equal
+	// to Compare) left Swap, an FAA left prior+Add, a WRITE its data.
+	posts, words := c.posts[:0], c.words[:0]
+	for i := range wrs {
+		w := &wrs[i]
+		if results[i].Status != rdma.StatusSuccess {
+			continue
+		}
+		switch w.Op {
+		case rdma.OpWrite:
+			posts = append(posts, durable.Write{RKey: w.RKey, Addr: w.RemoteAddr, Data: w.Local})
+		case rdma.OpCompareAndSwap:
+			if results[i].Value == w.Compare {
+				words = binary.LittleEndian.AppendUint64(words, w.Swap)
+				posts = append(posts, durable.Write{RKey: w.RKey, Addr: w.RemoteAddr})
+			}
+		case rdma.OpFetchAndAdd:
+			words = binary.LittleEndian.AppendUint64(words, results[i].Value+w.Add)
+			posts = append(posts, durable.Write{RKey: w.RKey, Addr: w.RemoteAddr})
+		}
+	}
+	// Atomics' data point into words, which may have moved while growing.
+	k := 0
+	for i := range posts {
+		if posts[i].Data == nil {
+			posts[i].Data = words[k : k+rdma.AtomicSize : k+rdma.AtomicSize]
+			k += rdma.AtomicSize
+		}
+	}
+	var seq uint64
+	if len(posts) > 0 {
+		var err error
+		if seq, err = j.AppendWrites(posts); err != nil {
+			s.journalFailed(err)
+			return 0, 0, false
+		}
+		// Its own record follows every record it could have observed.
+		for i := range posts {
+			s.markWritten(posts[i].RKey, posts[i].Addr, len(posts[i].Data), seq)
+		}
+	} else {
+		seq = s.observed(wrs) // only failed CASes: it saw values, changed none
+	}
+	clear(posts)
+	c.posts, c.words = posts[:0], words[:0]
+	return sendAt, seq, true
 }
 
 // execute runs a doorbell in order. As on a reliable-connected QP, which
@@ -739,6 +1009,13 @@ func (c *serverConn) writeLoop() {
 			ready = append(ready, heap.Pop(&pending).(outFrame))
 		}
 		if len(ready) > 0 {
+			if !closing && c.s.cfg.Journal != nil {
+				var ok bool
+				if ready, ok = c.durableOnly(ready, &pending); !ok {
+					closing = true // the journal failed or the connection aborted: send nothing more
+					c.nc.Close()
+				}
+			}
 			c.wmu.Lock()
 			for _, f := range ready {
 				c.write(bw, f, &closing)
@@ -783,6 +1060,42 @@ func (c *serverConn) writeLoop() {
 		}
 		timer.Stop()
 	}
+}
+
+// durableOnly waits until the journal holds the mutations at least one of
+// the frames' responses depends on, and returns the frames that may leave
+// now; the others go back to pending for a later burst, so that one slow
+// record does not hold back the responses that do not need it. False if
+// the journal failed or the connection was aborted.
+func (c *serverConn) durableOnly(ready []outFrame, pending *frameHeap) ([]outFrame, bool) {
+	j := c.s.cfg.Journal
+	low := uint64(math.MaxUint64)
+	for i := range ready {
+		if d := ready[i].durable; d > 0 && d < low {
+			low = d
+		}
+	}
+	if low == math.MaxUint64 {
+		return ready, true
+	}
+	if j.Durable() < low {
+		if err := j.WaitDurable(low, c.quit); err != nil {
+			if !errors.Is(err, durable.ErrClosed) {
+				c.log.Warn("mn: responses dropped: journal not durable", "err", err)
+			}
+			return ready, false
+		}
+	}
+	d := j.Durable()
+	now := ready[:0]
+	for _, f := range ready {
+		if f.durable <= d {
+			now = append(now, f)
+		} else {
+			heap.Push(pending, f)
+		}
+	}
+	return now, true
 }
 
 // write writes one frame (or discards it once writing has failed or a close
