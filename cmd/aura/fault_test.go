@@ -1,0 +1,200 @@
+package main
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aura-runtime/aura/internal/netfault"
+)
+
+// faultClients is the number of closed-loop bank clients a scenario runs.
+const faultClients = 6
+
+// runFault runs one scenario on a cluster of n nodes: load and drift
+// (warm-up), the fault (inject returns once it is healed), load after the
+// heal, then the checks and the summary line.
+func runFault(t *testing.T, scenario string, n int, inject func(c *faultCluster, lc *bankLoad, tm faultTimes)) {
+	start := time.Now()
+	tm := faultTiming()
+	c := newFaultCluster(t, n)
+	stopDrift := c.drift(tm.drift)
+	lc := c.startLoad(faultClients)
+	time.Sleep(tm.warmup) // load and drift run: the planner migrates
+	_, desc := c.converged()
+	t.Logf("before the fault: %s", desc)
+	lc.phase.Store(1)
+	inject(c, lc, tm)
+	lc.phase.Store(2)
+	time.Sleep(tm.after)
+	stopDrift()
+	c.verify(scenario, lc, start)
+}
+
+// awaitPlanner polls (every 50 ms) until exactly one live node runs the
+// planner; it returns that node's name and the wait.
+func awaitPlanner(c *faultCluster, within time.Duration) (string, time.Duration, bool) {
+	start := time.Now()
+	for time.Since(start) < within {
+		on, n := "", 0
+		for _, fn := range c.live() {
+			if m, err := metricsOf(fn); err == nil && m["aura_planner_active"] == 1 {
+				on, n = fn.name, n+1
+			}
+		}
+		if n == 1 {
+			return on, time.Since(start), true
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return "", time.Since(start), false
+}
+
+// TestFaultPlannerKill9: kill -9 of the planner's node (cn-1) while a
+// migration is in flight. The planner fails over to cn-2 and the
+// survivors converge; no committed transfer is lost or duplicated.
+func TestFaultPlannerKill9(t *testing.T) {
+	skipFaults(t, false)
+	runFault(t, "planner-kill9", 3, func(c *faultCluster, lc *bankLoad, tm faultTimes) {
+		cn1 := c.node("cn-1")
+		inFlight, finished := awaitMigrating(cn1, 15*time.Second)
+		c.kill9(cn1)
+		lc.route()
+		if inFlight {
+			c.inject("kill -9 cn-1 (planner) with a migration in flight (%v finished before)", finished)
+		} else {
+			c.inject("kill -9 cn-1 (planner; no migration seen in flight within 15s)")
+		}
+		on, took, ok := awaitPlanner(c, 15*time.Second)
+		if !ok {
+			t.Errorf("no single planner among the survivors 15 s after the kill")
+		}
+		c.inject("planner on %s %v after the kill", on, took.Round(100*time.Millisecond))
+		time.Sleep(tm.fault)
+	})
+}
+
+// TestFaultOwnerKill9: kill -9 of a node that owns cohorts and does not
+// host the planner (cn-3), while a migration is in flight.
+func TestFaultOwnerKill9(t *testing.T) {
+	skipFaults(t, false)
+	runFault(t, "owner-kill9", 3, func(c *faultCluster, lc *bankLoad, tm faultTimes) {
+		cn3 := c.node("cn-3")
+		if m, err := metricsOf(cn3); err != nil || m[`aura_cohorts{state="owned"}`] == 0 {
+			t.Logf("cn-3 owns no cohort before the kill (%v)", err)
+		}
+		inFlight, _ := awaitMigrating(c.node("cn-1"), 15*time.Second)
+		c.kill9(cn3)
+		lc.route()
+		c.inject("kill -9 cn-3 (owner, not planner; migration in flight: %v)", inFlight)
+		time.Sleep(tm.fault)
+	})
+}
+
+// TestFaultMNConnectionLoss: every compute node's connections to the
+// memory node are reset, and new ones refused (reset on accept) for half
+// the fault time; then the proxy heals and the nodes reconnect.
+func TestFaultMNConnectionLoss(t *testing.T) {
+	skipFaults(t, true)
+	runFault(t, "mn-connection-loss", 3, func(c *faultCluster, lc *bankLoad, tm faultTimes) {
+		before := c.mnProxy.Stats()
+		c.mnProxy.Set(netfault.Reset, 0)
+		time.Sleep(tm.fault / 2)
+		c.mnProxy.Set(netfault.Pass, 0)
+		after := c.mnProxy.Stats()
+		c.inject("reset %d node-to-MN connections, refused reconnects for %v, healed", after.Resets-before.Resets, tm.fault/2)
+		time.Sleep(tm.fault / 2)
+	})
+}
+
+// TestFaultPartition: cn-3 is cut off from the others — everything
+// addressed to it, and everything it sends to the others' proxies
+// (protoactor remote, memberlist UDP and TCP), is blackholed — for the
+// fault time, then healed. Its memory-node traffic still flows; the
+// client cannot reach it either.
+func TestFaultPartition(t *testing.T) {
+	skipFaults(t, false)
+	runFault(t, "partition", 3, func(c *faultCluster, lc *bankLoad, tm faultTimes) {
+		partition(t, c, tm, true)
+	})
+}
+
+// TestFaultPartitionFromPeers: as TestFaultPartition, but only the other
+// nodes lose cn-3: the client still reaches it and sends it transactions.
+// Cut off, cn-3 hosts a planner of its own and may give itself cohorts
+// while the majority's planner gives its old cohorts to the others — the
+// case the epoch fencing and owner sentinels (I1, I4) are for.
+func TestFaultPartitionFromPeers(t *testing.T) {
+	skipFaults(t, false)
+	runFault(t, "partition-from-peers", 3, func(c *faultCluster, lc *bankLoad, tm faultTimes) {
+		partition(t, c, tm, false)
+	})
+}
+
+// partition blackholes cn-3 from the other nodes both ways (and from the
+// client too with all) for the fault time, then heals.
+func partition(t *testing.T, c *faultCluster, tm faultTimes, all bool) {
+	cn3 := c.node("cn-3")
+	w, w3 := watchFromNow(c.node("cn-1").proc), watchFromNow(cn3.proc)
+	cut := func(m netfault.Mode, clear bool) {
+		for _, fn := range c.nodes {
+			switch {
+			case fn == cn3 && all:
+				fn.remote.Set(m, 0)
+				fn.gossipPxy.Set(m, 0)
+			case fn == cn3:
+				for _, o := range c.nodes {
+					if o != cn3 {
+						fn.remote.SetFrom(o.name, m, 0, clear)
+						fn.gossipPxy.SetFrom(o.name, m, 0, clear)
+					}
+				}
+			default:
+				fn.remote.SetFrom(cn3.name, m, 0, clear)
+				fn.gossipPxy.SetFrom(cn3.name, m, 0, clear)
+			}
+		}
+	}
+	cut(netfault.Drop, false)
+	time.Sleep(tm.fault)
+	cut(netfault.Pass, true)
+	failed := slices.ContainsFunc(w.lines(), memberEvent("fail", "cn-3"))
+	// Cut off, cn-3 sees the others fail and hosts a planner of its own:
+	// two planners until the heal, one after (converged checks it).
+	own := slices.ContainsFunc(w3.lines(), func(l string) bool {
+		return strings.Contains(l, `msg="planner placed"`) && strings.Contains(l, "on=cn-3")
+	})
+	owned := slices.ContainsFunc(w3.lines(), published(func(_, owned string) bool { return namesNode(owned, "cn-3") }))
+	who := "the other nodes and the client"
+	if !all {
+		who = "the other nodes (the client still reaches it)"
+	}
+	c.inject("blackholed cn-3 from %s both ways (remote, gossip udp+tcp) for %v, healed; cn-1 declared cn-3 failed: %v; cn-3 hosted its own planner: %v, which gave it cohorts: %v",
+		who, tm.fault, failed, own, owned)
+}
+
+// TestFaultSlowNode: cn-2 is slow for the fault time: every remote
+// message to it (transactions, owner RPCs, migration messages) and every
+// one it sends to the other nodes (its replies among them) is delayed by
+// 100 ms. Memberlist traffic is not: the node is slow, not gone.
+func TestFaultSlowNode(t *testing.T) {
+	skipFaults(t, false)
+	const delay = 100 * time.Millisecond
+	runFault(t, "slow-node", 3, func(c *faultCluster, lc *bankLoad, tm faultTimes) {
+		cn2 := c.node("cn-2")
+		slow := func(m netfault.Mode, d time.Duration, clear bool) {
+			for _, fn := range c.nodes {
+				if fn == cn2 {
+					fn.remote.Set(m, d)
+				} else {
+					fn.remote.SetFrom(cn2.name, m, d, clear)
+				}
+			}
+		}
+		slow(netfault.Delay, delay, false)
+		time.Sleep(tm.fault)
+		slow(netfault.Pass, 0, true)
+		c.inject("delayed cn-2's remote traffic both ways (to it, and its replies and requests to the other nodes) by %v for %v, healed", delay, tm.fault)
+	})
+}
