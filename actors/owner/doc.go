@@ -256,7 +256,8 @@
 //
 //   - If the memory node is unreachable when an owner-path CAS or WRITE is
 //     posted, the Locker re-reads the word until NodeConfig.ResolveTimeout
-//     (H(c,e) found while it holds the table grant means its verb applied);
+//     (5 s, longer than a reconnect; H(c,e) found while it holds the table
+//     grant means its verb applied);
 //     past it the lock is reported occ.LockUnknown and the table grant is
 //     kept until the cohort is fenced. A word left H by such a lock, or by a
 //     crashed holder, stays locked until a repair sweep clears it — not

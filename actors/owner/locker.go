@@ -80,7 +80,10 @@ type NodeConfig struct {
 	RPCTimeout  time.Duration
 	RPCAttempts int
 	// ResolveTimeout bounds how long a locker re-reads a lock word whose
-	// CAS outcome was lost with the memory-node connection (default 1 s).
+	// CAS outcome was lost with the memory-node connection. Default 5 s,
+	// occ's CleanupTimeout, for the same reason: longer than a memory-node
+	// reconnect: past it the word may stay held (H) with nobody to
+	// release it (see "Limits").
 	ResolveTimeout time.Duration
 	// WriteLease bounds the time from asking the local table for a grant to
 	// posting the plain WRITE that sets a marked lock word held; a grant
@@ -105,7 +108,7 @@ func (c NodeConfig) withDefaults() NodeConfig {
 		c.RPCAttempts = 2
 	}
 	if c.ResolveTimeout == 0 {
-		c.ResolveTimeout = time.Second
+		c.ResolveTimeout = 5 * time.Second
 	}
 	if c.HintEntries == 0 {
 		c.HintEntries = 1 << 16

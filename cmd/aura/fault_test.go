@@ -98,6 +98,10 @@ func TestFaultOwnerKill9(t *testing.T) {
 func TestFaultMNConnectionLoss(t *testing.T) {
 	skipFaults(t, true)
 	runFault(t, "mn-connection-loss", 3, func(c *faultCluster, lc *bankLoad, tm faultTimes) {
+		// A lock whose verb was lost with the connection is resolved once
+		// the memory node is back (owner.NodeConfig.ResolveTimeout, occ's
+		// CleanupTimeout): nothing may stay held.
+		c.locksMustClear = true
 		before := c.mnProxy.Stats()
 		c.mnProxy.Set(netfault.Reset, 0)
 		time.Sleep(tm.fault / 2)
