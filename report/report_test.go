@@ -2,20 +2,18 @@ package report
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"image/png"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/aura-runtime/aura/bench"
 	"github.com/aura-runtime/aura/control"
+	"github.com/aura-runtime/aura/internal/headless"
 )
 
 var testModes = []string{"mn-only", "static", "hash", "aura", "oracle"}
@@ -258,54 +256,17 @@ func TestThin(t *testing.T) {
 }
 
 // TestReportScreenshot opens a report in headless Chromium (where it is
-// installed, as .ci/run does) and checks that it renders a page image.
+// installed, as .ci/run does) and checks that it renders its plots: the
+// same page without its images has a few hundred colored pixels
+// (anti-aliased text, the broken image icons), with them several thousand
+// (the plots' lines).
 func TestReportScreenshot(t *testing.T) {
-	bin := ""
-	for _, name := range []string{"chromium", "chromium-browser"} {
-		if p, err := exec.LookPath(name); err == nil {
-			bin = p
-			break
-		}
-	}
-	if bin == "" {
-		t.Skip("chromium is not installed")
-	}
+	bin := headless.Chromium(t)
 	dir := filepath.Join(t.TempDir(), "out")
 	if err := Write(dir, Input{Runs: syntheticRuns(), Command: "aura bench", Machine: "test"}); err != nil {
 		t.Fatal(err)
 	}
 	shot := filepath.Join(t.TempDir(), "shot.png")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-		"--user-data-dir="+t.TempDir(), "--window-size=1200,3000", "--screenshot="+shot,
-		"file://"+filepath.Join(dir, "index.html"))
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("chromium: %v\n%s", err, out)
-	}
-	f, err := os.Open(shot)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	img, err := png.Decode(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The page shows its plots: the same page without its images has a few
-	// hundred colored pixels in this grid (anti-aliased text, the broken
-	// image icons), with them several thousand (the plots' lines).
-	b := img.Bounds()
-	colored := 0
-	for y := b.Min.Y; y < b.Max.Y; y += 2 {
-		for x := b.Min.X; x < b.Max.X; x += 2 {
-			r, g, bl, _ := img.At(x, y).RGBA()
-			if max(r, g, bl)-min(r, g, bl) > 0x2000 {
-				colored++
-			}
-		}
-	}
-	if colored < 2000 {
-		t.Errorf("screenshot has %d colored pixels (of %v): the images did not render", colored, b)
-	}
+	headless.Run(t, bin, "file://"+filepath.Join(dir, "index.html"), "1200,3000", "--screenshot="+shot)
+	headless.CheckColored(t, shot, 2000)
 }

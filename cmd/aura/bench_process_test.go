@@ -19,7 +19,13 @@ func runBenchBinary(t *testing.T, args ...string) *bench.Result {
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("aura bench %v: %v\n%s", args, err, b)
 	}
-	b, err := os.ReadFile(out)
+	return readBenchJSON(t, out)
+}
+
+// readBenchJSON reads the result aura bench --json wrote for one mode.
+func readBenchJSON(t *testing.T, path string) *bench.Result {
+	t.Helper()
+	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}

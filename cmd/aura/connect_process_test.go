@@ -6,7 +6,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -16,7 +15,6 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/aura-runtime/aura/bench"
 	"github.com/aura-runtime/aura/client"
 )
 
@@ -101,14 +99,7 @@ func TestConnectProcessesDriveTheCluster(t *testing.T) {
 		t.Fatalf("aura bench --connect: %v\n%s", err, b)
 	}
 	t.Logf("aura bench --connect took %.1f s", time.Since(start).Seconds())
-	raw, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var res bench.Result
-	if err := json.Unmarshal(raw, &res); err != nil {
-		t.Fatal(err)
-	}
+	res := readBenchJSON(t, out)
 	t.Logf("committed %d, %.0f txn/s, local hit %.1f%%, atomics/txn %.2f, locks %+v, manifest epoch %d",
 		res.Committed, res.ThroughputTPS, 100*res.LocalHit, res.AtomicPerTxn, res.Locks, res.Manifest.Epoch)
 	if res.Mode != "aura" || res.CNs != 3 || res.Committed == 0 || res.Failed != 0 {

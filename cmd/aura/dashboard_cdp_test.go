@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	headlessrun "github.com/aura-runtime/aura/internal/headless"
 )
 
 // cdp is a minimal client of the Chrome DevTools protocol over
@@ -41,7 +43,7 @@ const cdpCallTimeout = 10 * time.Second
 
 func startCDP(t *testing.T, bin string) *cdp {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), chromiumTimeout+30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), headlessrun.Timeout+30*time.Second)
 	cmdR, cmdW, err := os.Pipe() // we write commands, Chromium reads (fd 3)
 	if err != nil {
 		t.Fatal(err)

@@ -1,37 +1,16 @@
 package main
 
 import (
-	"context"
-	"image/png"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	headlessrun "github.com/aura-runtime/aura/internal/headless"
 )
-
-// chromiumBin returns headless Chromium's path; without it the test is
-// skipped, unless $CI is set (.ci/run installs it), where it fails.
-func chromiumBin(t *testing.T) string {
-	t.Helper()
-	for _, name := range []string{"chromium", "chromium-browser"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	if os.Getenv("CI") != "" {
-		t.Fatal("chromium is not installed (.ci/run installs it)")
-	}
-	t.Skip("chromium is not installed")
-	return ""
-}
-
-// chromiumTimeout bounds one headless Chromium run: a cold start takes
-// 1–3 s on a loaded 2-core machine.
-const chromiumTimeout = 30 * time.Second
 
 // headless runs Chromium on url with extra flags and returns its stdout
 // (the DOM with --dump-dom). --virtual-time-budget lets the page's timers
@@ -40,18 +19,7 @@ const chromiumTimeout = 30 * time.Second
 // wall time.
 func headless(t *testing.T, bin, url string, flags ...string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), chromiumTimeout)
-	defer cancel()
-	args := append([]string{"--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--no-first-run",
-		"--user-data-dir=" + t.TempDir(), "--window-size=1400,1800"}, flags...)
-	cmd := exec.CommandContext(ctx, bin, append(args, url)...)
-	var stderr syncBuffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("chromium %v: %v\n%s", flags, err, lastLines(stderr.String(), 20))
-	}
-	return string(out)
+	return headlessrun.Run(t, bin, url, "1400,1800", flags...)
 }
 
 // bodyAttr returns the body element's data-NAME attribute in a dumped DOM.
@@ -91,7 +59,7 @@ func TestDashboardInHeadlessChromium(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts four processes and a browser")
 	}
-	bin := chromiumBin(t)
+	bin := headlessrun.Chromium(t)
 	start := time.Now()
 	wl, wlArgs, mnAddr, _, _ := tpccOnMN(t, 6)
 	common := append([]string{"--mn", mnAddr, "--nodes", "cn-1,cn-2,cn-3", "--test-timings", "--heartbeat", "50ms", "--tick", "50ms",
@@ -172,7 +140,8 @@ func TestDashboardInHeadlessChromium(t *testing.T) {
 			_ = os.WriteFile(filepath.Join(dir, "dashboard.png"), b, 0o644)
 		}
 	}
-	checkScreenshot(t, shot)
+	colored := headlessrun.CheckColored(t, shot, 2000)
+	t.Logf("screenshot: %d colored sample pixels", colored)
 
 	// The node with a token: the page loads and asks for it, shows no
 	// data, and once the token is typed in, sends it and renders.
@@ -180,35 +149,4 @@ func TestDashboardInHeadlessChromium(t *testing.T) {
 	lc.halt()
 	stopNodes(t, nodes...)
 	t.Logf("took %v", time.Since(start).Round(time.Millisecond))
-}
-
-// checkScreenshot decodes the PNG and checks that it shows colored marks
-// (the grid's cells and the charts' lines): a page that rendered only
-// text has a few hundred colored pixels in this sampling, one with its
-// grid and charts thousands.
-func checkScreenshot(t *testing.T, path string) {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	img, err := png.Decode(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := img.Bounds()
-	colored := 0
-	for y := b.Min.Y; y < b.Max.Y; y += 2 {
-		for x := b.Min.X; x < b.Max.X; x += 2 {
-			r, g, bl, _ := img.At(x, y).RGBA()
-			if max(r, g, bl)-min(r, g, bl) > 0x2000 {
-				colored++
-			}
-		}
-	}
-	if colored < 2000 {
-		t.Errorf("screenshot %v has %d colored pixels: the grid and charts did not render", b, colored)
-	}
-	t.Logf("screenshot %s: %v, %d colored sample pixels", filepath.Base(path), b.Size(), colored)
 }

@@ -20,7 +20,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aura-runtime/aura/bench"
 	"github.com/aura-runtime/aura/occ"
 	"github.com/aura-runtime/aura/rdma"
 	"github.com/aura-runtime/aura/rdma/durable"
@@ -358,27 +357,13 @@ func TestDurableMNKill9UnderAuraBench(t *testing.T) {
 			case <-time.After(40 * time.Second):
 				t.Fatalf("aura bench did not finish\n%s", benchOut.String())
 			}
-			res := durableReadBenchJSON(t, out)
+			res := readBenchJSON(t, out)
 			if res.Checks[tc.check] != "pass" || res.Committed == 0 {
 				t.Fatalf("after a memory-node kill: committed %d, failed %d, checks %v\n%s", res.Committed, res.Failed, res.Checks, benchOut.String())
 			}
 			t.Logf("aura bench %s: committed %d, failed %d, %s %v", tc.name, res.Committed, res.Failed, tc.check, res.Checks[tc.check])
 		})
 	}
-}
-
-// durableReadBenchJSON reads one run's result.
-func durableReadBenchJSON(t *testing.T, path string) *bench.Result {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var res bench.Result
-	if err := json.Unmarshal(b, &res); err != nil {
-		t.Fatal(err)
-	}
-	return &res
 }
 
 // TestDurableMNFlags: the durability flags are explained in --help and,

@@ -4,9 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -15,7 +13,6 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/aura-runtime/aura/bench"
 	"github.com/aura-runtime/aura/internal/testcert"
 	"github.com/aura-runtime/aura/rdma/tcp"
 	"github.com/aura-runtime/aura/rdma/wire"
@@ -85,14 +82,7 @@ func TestSecuredClusterProcesses(t *testing.T) {
 	if b, err := bcmd.CombinedOutput(); err != nil {
 		t.Fatalf("aura bench --connect over TLS: %v\n%s", err, b)
 	}
-	raw, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var res bench.Result
-	if err := json.Unmarshal(raw, &res); err != nil {
-		t.Fatal(err)
-	}
+	res := readBenchJSON(t, out)
 	if res.Committed == 0 || res.Failed != 0 || res.Checks["tpcc_consistency"] != "pass" {
 		t.Fatalf("committed %d, failed %d, checks %v", res.Committed, res.Failed, res.Checks)
 	}

@@ -18,6 +18,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/aura-runtime/aura/rdma"
+
+	"github.com/aura-runtime/aura/internal/crashdir"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -127,27 +129,6 @@ func sameMemory(t testing.TB, got, want map[rdma.Region][]byte) {
 	}
 }
 
-// crashCopy copies dir's files as they are on disk now, as a kill -9 would
-// leave them (everything the store reported durable is in them).
-func crashCopy(t testing.TB, dir string) string {
-	t.Helper()
-	dst := t.TempDir()
-	es, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range es {
-		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dst, e.Name()), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dst
-}
-
 func randomWrite(rng *rand.Rand, r rdma.Region) Write {
 	n := 1 + rng.IntN(64)
 	if rng.IntN(10) == 0 {
@@ -195,7 +176,7 @@ func TestRecoveryEqualsLiveMemory(t *testing.T) {
 			}
 		}
 		live := dump(t, s.Memory())
-		r := open(t, crashCopy(t, dir))
+		r := open(t, crashdir.Copy(t, dir))
 		sameMemory(t, dump(t, r.Memory()), live)
 		if got := r.Stats().Appended; got != s.Stats().Appended {
 			t.Errorf("recovered up to record %d, live at %d", got, s.Stats().Appended)
@@ -273,7 +254,7 @@ func TestTornTailAtEveryOffset(t *testing.T) {
 	}
 	from := ends[len(ends)-4] // the end of the second record: cut inside the last three
 	for cut := from; cut <= int64(len(full)); cut++ {
-		d := crashCopy(t, dir)
+		d := crashdir.Copy(t, dir)
 		if err := os.WriteFile(filepath.Join(d, filepath.Base(seg)), full[:cut], 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -305,7 +286,7 @@ func TestTornTailAtEveryOffset(t *testing.T) {
 		os.RemoveAll(d)
 	}
 	// A tail of zeros (space allocated for a write that never landed) is torn too.
-	d := crashCopy(t, dir)
+	d := crashdir.Copy(t, dir)
 	if err := os.WriteFile(filepath.Join(d, filepath.Base(seg)), append(append([]byte{}, full...), make([]byte, 3000)...), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -341,14 +322,14 @@ func TestCorruptionBeforeTheTailIsRefused(t *testing.T) {
 	// Every byte of every record but the last three (which sit within the
 	// torn-write window only if they reach the end).
 	for _, off := range []int64{segmentHeaderSize + 3, segmentHeaderSize + 9, int64(len(full)) / 2, int64(len(full)) - 200} {
-		d := crashCopy(t, dir)
+		d := crashdir.Copy(t, dir)
 		b := append([]byte{}, full...)
 		b[off] ^= 0x40
 		os.WriteFile(filepath.Join(d, filepath.Base(seg)), b, 0o644)
 		refused(fmt.Sprintf("byte %d of %d flipped", off, len(full)), d)
 	}
 	// A bad segment header.
-	d := crashCopy(t, dir)
+	d := crashdir.Copy(t, dir)
 	b := append([]byte{}, full...)
 	b[2] = 'X'
 	os.WriteFile(filepath.Join(d, filepath.Base(seg)), b, 0o644)
@@ -381,11 +362,11 @@ func TestCorruptionBeforeTheTailIsRefused(t *testing.T) {
 	if len(segs) != 2 || snap == "" {
 		t.Fatalf("files %v %q", segs, snap)
 	}
-	d = crashCopy(t, dir)
+	d = crashdir.Copy(t, dir)
 	os.Remove(filepath.Join(d, segs[0]))
 	refused("missing segment", d)
 	// A damaged snapshot, no older one.
-	d = crashCopy(t, dir)
+	d = crashdir.Copy(t, dir)
 	sb, _ := os.ReadFile(filepath.Join(d, snap))
 	sb[len(sb)/2] ^= 1
 	os.WriteFile(filepath.Join(d, snap), sb, 0o644)
@@ -443,7 +424,7 @@ func TestGroupCommitConcurrentWriters(t *testing.T) {
 		t.Errorf("%d records in %d fsyncs: no group commit", st.LogRecords, st.Fsyncs)
 	}
 	t.Logf("%d records, %d fsyncs, mean batch %.1f, max %d", st.LogRecords, st.Fsyncs, float64(st.LogRecords)/float64(st.Fsyncs), st.MaxGroupRecords)
-	r2 := open(t, crashCopy(t, dir))
+	r2 := open(t, crashdir.Copy(t, dir))
 	defer r2.Close()
 	got := dump(t, r2.Memory())[r]
 	for w := range writers {
@@ -496,7 +477,7 @@ func TestSnapshotWhileWriting(t *testing.T) {
 	// The copy is file by file, not one instant: keep the snapshotter out
 	// of it.
 	s.snapMu.Lock()
-	crashed := crashCopy(t, dir)
+	crashed := crashdir.Copy(t, dir)
 	s.snapMu.Unlock()
 	r2 := open(t, crashed)
 	defer r2.Close()

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,27 +13,9 @@ import (
 
 	"github.com/aura-runtime/aura/rdma"
 	"github.com/aura-runtime/aura/rdma/durable"
-)
 
-// copyDir copies dir's files as they are on disk, as a kill -9 leaves them.
-func copyDir(t *testing.T, dir string) string {
-	t.Helper()
-	dst := t.TempDir()
-	es, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range es {
-		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dst, e.Name()), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dst
-}
+	"github.com/aura-runtime/aura/internal/crashdir"
+)
 
 func openStore(t *testing.T, dir string) *durable.Store {
 	t.Helper()
@@ -99,7 +79,7 @@ func TestDurableServerSurvivesCrash(t *testing.T) {
 	if store.Stats().Snapshots != 1 {
 		t.Fatalf("snapshots: %d", store.Stats().Snapshots)
 	}
-	crashed := copyDir(t, dir)
+	crashed := crashdir.Copy(t, dir)
 	ts.stop()
 	st := store.Stats()
 	if st.Fsyncs == 0 || st.LogRecords < clients*rounds {
