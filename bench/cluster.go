@@ -57,6 +57,8 @@ type cluster struct {
 	seenEpoch  uint64
 	lastOwner  map[uint64]int // key group → the node that last owned it
 	migrations atomic.Uint64
+	// plannerMigrations is the planner's last migration count (aura).
+	plannerMigrations atomic.Uint64
 }
 
 // startCluster starts cfg.CNs nodes on the loaded tables and sets up the
@@ -256,19 +258,32 @@ func (c *cluster) migrationCount() uint64 {
 	if c.ppid == nil {
 		return c.migrations.Load()
 	}
-	if _, m, err := c.plannerStatus(); err == nil && m != nil {
-		return m.Count
+	if _, m, err := c.plannerStatus(sampleStatusTimeout); err == nil && m != nil {
+		c.plannerMigrations.Store(m.Count)
 	}
-	return 0
+	// A planner too busy to answer in time: the last count it gave (the
+	// count is cumulative, so the timeline shows a flat step, not a dip).
+	return c.plannerMigrations.Load()
 }
+
+// How long the planner has to answer a status request. A planner behind
+// its ticks (more key groups than its tick budget covers, on a busy
+// machine) answers after the heartbeats queued before the request: a
+// timeline sample skips its migration count rather than stall the
+// sampler, while the run's final figures wait much longer rather than
+// lose the run.
+const (
+	sampleStatusTimeout = time.Second
+	finalStatusTimeout  = time.Minute
+)
 
 // plannerStatus returns the planner's status (aura only) and its
 // migrations.
-func (c *cluster) plannerStatus() (*PlannerStats, *Migrations, error) {
+func (c *cluster) plannerStatus(timeout time.Duration) (*PlannerStats, *Migrations, error) {
 	if c.ppid == nil {
 		return nil, nil, nil
 	}
-	r, err := c.psys.Root.RequestFuture(c.ppid, planner.GetStatus{}, 5*time.Second).Result()
+	r, err := c.psys.Root.RequestFuture(c.ppid, planner.GetStatus{}, timeout).Result()
 	if err != nil {
 		return nil, nil, fmt.Errorf("bench: planner status: %w", err)
 	}

@@ -387,7 +387,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return res, fmt.Errorf("bench: drift after %d drifts: %w", r.drifts.Load(), *p)
 	}
 	var mig *Migrations
-	if res.Planner, mig, err = cl.plannerStatus(); err != nil {
+	if res.Planner, mig, err = cl.plannerStatus(finalStatusTimeout); err != nil {
 		return res, err
 	}
 	if mig != nil {
