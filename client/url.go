@@ -162,6 +162,9 @@ func ParseURL(s string) (URL, error) {
 	if host == "" {
 		return fail(ErrMissingHost, "")
 	}
+	if !hostChars(host) {
+		return fail(ErrBadURL, "host %q is not a name or an IP address", host)
+	}
 	if port == "" {
 		return fail(ErrMissingPort, "%q", u.Host)
 	}
@@ -193,7 +196,7 @@ func ParseURL(s string) (URL, error) {
 		return fail(ErrMissingHTTPAddr, "")
 	}
 	hh, hp, err := net.SplitHostPort(ha)
-	if err != nil || hh == "" || !nameChars(hh, ":") {
+	if err != nil || hh == "" || !hostChars(hh) {
 		return fail(ErrBadHTTPAddr, "%q", ha)
 	}
 	if _, ok := parsePort(hp); !ok {
@@ -235,6 +238,16 @@ func parsePort(s string) (int, bool) {
 	}
 	p, err := strconv.Atoi(s)
 	return p, err == nil && p >= 1 && p <= 65535
+}
+
+// hostChars reports whether h is a host name or an IPv4 address (letters,
+// digits, '.', '_', '-') or an IPv6 address: what net.JoinHostPort writes
+// back unchanged.
+func hostChars(h string) bool {
+	if strings.Contains(h, ":") {
+		return net.ParseIP(h) != nil
+	}
+	return nameChars(h, "")
 }
 
 // nameChars reports whether s holds only letters, digits, '.', '_', '-'

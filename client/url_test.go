@@ -52,6 +52,8 @@ func TestParseURL(t *testing.T) {
 		{"aura://127.0.0.1:8001/a/b?http_addr=127.0.0.1:8081", ErrBadURL},
 		{"aura://127.0.0.1:8001/a%3Fb?http_addr=127.0.0.1:8081", ErrBadURL},
 		{"aura://0:1?http_addr=%00:1", ErrBadHTTPAddr},
+		{"aura://::1?http_addr=0:1", ErrBadURL},
+		{"aura://0:1?http_addr=[fe80::1%25eth0]:1", ErrBadHTTPAddr},
 		{"aura://0:1?http_addr=a%25b:1", ErrBadHTTPAddr},
 		{"aura://u:p@127.0.0.1:8001/db?http_addr=127.0.0.1:8081", ErrBadURL},
 		{"aura://127.0.0.1:8001/db?http_addr=127.0.0.1:8081#x", ErrBadURL},
