@@ -211,14 +211,24 @@ func (p *Proxy) Mode() (Mode, time.Duration) {
 // ErrBadDelay is returned by Set for a delay outside 0..MaxDelay.
 var ErrBadDelay = errors.New("netfault: delay outside 0..MaxDelay")
 
+// delayOf is the delay mode m takes: d for Delay (within 0..MaxDelay),
+// none for the others.
+func delayOf(m Mode, d time.Duration) (time.Duration, error) {
+	if m != Delay {
+		return 0, nil
+	}
+	if d < 0 || d > MaxDelay {
+		return 0, ErrBadDelay
+	}
+	return d, nil
+}
+
 // Set switches the mode; d is the delay of Delay (ignored otherwise).
 // Setting Reset resets every open TCP connection.
 func (p *Proxy) Set(m Mode, d time.Duration) error {
-	if m == Delay && (d < 0 || d > MaxDelay) {
-		return ErrBadDelay
-	}
-	if m != Delay {
-		d = 0
+	d, err := delayOf(m, d)
+	if err != nil {
+		return err
 	}
 	p.mu.Lock()
 	close(p.st.changed)
@@ -242,11 +252,9 @@ func (p *Proxy) Set(m Mode, d time.Duration) error {
 // override instead. Setting Reset resets that source's open TCP
 // connections.
 func (p *Proxy) SetFrom(source string, m Mode, d time.Duration, clear bool) error {
-	if m == Delay && (d < 0 || d > MaxDelay) {
-		return ErrBadDelay
-	}
-	if m != Delay {
-		d = 0
+	d, err := delayOf(m, d)
+	if err != nil {
+		return err
 	}
 	p.mu.Lock()
 	close(p.st.changed)

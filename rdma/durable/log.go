@@ -138,6 +138,18 @@ func openWAL(fs FS, dir string, seg File, segStart uint64, segSize int64, next u
 	return l
 }
 
+// stoppedLocked is why the log takes no more work: its first I/O error,
+// ErrClosed once closing, else nil. l.mu must be held.
+func (l *wal) stoppedLocked() error {
+	if l.err != nil {
+		return l.err
+	}
+	if l.closing {
+		return ErrClosed
+	}
+	return nil
+}
+
 // reserve waits for room for n bytes and returns the record's sequence
 // number, with l.mu held.
 func (l *wal) reserve(n int) (uint64, error) {
@@ -145,11 +157,7 @@ func (l *wal) reserve(n int) (uint64, error) {
 	for l.err == nil && !l.closing && len(l.buf) > 0 && len(l.buf)+n > MaxPendingBytes {
 		l.cond.Wait()
 	}
-	if l.err != nil || l.closing {
-		err := l.err
-		if err == nil {
-			err = ErrClosed
-		}
+	if err := l.stoppedLocked(); err != nil {
 		l.mu.Unlock()
 		return 0, err
 	}
@@ -224,11 +232,7 @@ func (l *wal) waitDurable(seq uint64, cancel <-chan struct{}) error {
 func (l *wal) rotate() (uint64, error) {
 	ch := make(chan rotation, 1)
 	l.mu.Lock()
-	if l.err != nil || l.closing {
-		err := l.err
-		if err == nil {
-			err = ErrClosed
-		}
+	if err := l.stoppedLocked(); err != nil {
 		l.mu.Unlock()
 		return 0, err
 	}
