@@ -642,8 +642,10 @@ func (p *Proxy) forwardUDP(source string, b []byte, out func([]byte)) {
 			p.refused.Add(1)
 		}
 	default:
-		out(b)
+		// Counted before it is sent, so that a reader who has seen the
+		// datagram arrive sees it counted.
 		p.datagrams.Add(1)
+		out(b)
 	}
 }
 
@@ -669,8 +671,8 @@ func (p *Proxy) udpDelayLoop() {
 				left = time.Until(d.at.Add(s.delay))
 			}
 			if left <= 0 {
+				p.datagrams.Add(1) // before it is sent, as in forwardUDP
 				d.out(d.b)
-				p.datagrams.Add(1)
 				break
 			}
 			t := time.NewTimer(left)
