@@ -302,7 +302,17 @@ func (c *cluster) plannerStatus(timeout time.Duration) (*PlannerStats, *Migratio
 	mig := &Migrations{Count: x.Moved + x.Evicted, FreezeP99Us: freeze.Quantile(0.99), Moved: x.Moved, Evicted: x.Evicted,
 		RolledBack: x.Kept, Stuck: x.Stuck, DrainP99Us: drain.Quantile(0.99)}
 	return &PlannerStats{TickMs: float64(c.tick.Microseconds()) / 1000, Ticks: st.Tick, Epoch: st.Epoch,
-		Acked: st.Acked, Heartbeats: st.Heartbeats, Dropped: st.Dropped, Deferred: st.Deferred}, mig, nil
+		Acked: st.Acked, Heartbeats: st.Heartbeats, Dropped: st.Dropped, Deferred: st.Deferred,
+		MeanTickUs: mean(st.TickMicros, st.Tick), MaxTickUs: st.MaxTickMicros,
+		Refines: st.Refines, MeanRefineUs: mean(st.RefineMicros, st.Refines)}, mig, nil
+}
+
+// mean is sum/n, 0 when n is 0.
+func mean(sum, n uint64) float64 {
+	if n == 0 {
+		return 0
+	}
+	return float64(sum) / float64(n)
 }
 
 // close stops the planner first (no push after this), then the nodes

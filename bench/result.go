@@ -46,6 +46,15 @@ type PlannerStats struct {
 	Heartbeats uint64 `json:"heartbeats"`
 	Dropped    uint64 `json:"dropped"`
 	Deferred   uint64 `json:"deferred"`
+	// MeanTickUs and MaxTickUs are the planning ticks' mean and longest
+	// wall time (graph decay, cohort generator, Benefit planner) — how long
+	// the actor was busy, heartbeats and acknowledgements waiting.
+	MeanTickUs float64 `json:"mean_tick_us"`
+	MaxTickUs  int64   `json:"max_tick_us"`
+	// Refines counts the cohort refinements run off the actor, and
+	// MeanRefineUs their mean wall time.
+	Refines      uint64  `json:"refines"`
+	MeanRefineUs float64 `json:"mean_refine_us"`
 }
 
 // Latency holds latency quantiles in microseconds, from a transaction's first

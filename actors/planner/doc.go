@@ -25,6 +25,11 @@
 //     before buffering and checked by CRC-32C before decoding; the
 //     operator's history of decisions (with their Benefit terms) and of
 //     finished migrations (GetDecisions; MaxDecisions, MaxMigrationRecords).
+//   - A tick never runs Louvain: the cohort generator's periodic
+//     refinement (every RefineEvery ticks, one region of adjacent cohorts)
+//     runs on a goroutine of its own, at most one at a time, on a snapshot
+//     that shares no memory with the loop; the next tick adopts the result
+//     if its region is unchanged (Status.Refines, MaxTickMicros).
 //   - The planner's state is soft: a planner started elsewhere rebuilds the
 //     graph from heartbeats within a few ticks (the cluster runtime decides
 //     where it runs; see "Taking over").

@@ -13,6 +13,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/aura-runtime/aura/control"
+	"github.com/aura-runtime/aura/control/cohortgen"
 	"github.com/aura-runtime/aura/control/ownership"
 	"github.com/aura-runtime/aura/control/plane"
 	"github.com/aura-runtime/aura/control/transfer"
@@ -71,6 +72,9 @@ func DefaultConfig(name string, nodes int) Config {
 	// EvictBeforeMove is decided by NewActor: off when the Pusher is a
 	// Migrator (moves use the migration protocol), on otherwise.
 	loop := plane.DefaultConfig(nodes)
+	// The actor refines cohorts off its own goroutine (see Actor.refine):
+	// a tick stays within its budget and heartbeats are not held up.
+	loop.Cohorts.RefineInline = false
 	return Config{Name: name, Loop: loop, Tick: 100 * time.Millisecond,
 		ChunkBytes: DefaultChunkBytes, PushTimeout: 2 * time.Second, MaxHeartbeatsPerTick: 1024, StartupTicks: 10,
 		Transfer: defaultTransfer(name)}
@@ -164,6 +168,17 @@ type Status struct {
 	// them over Tick ticks, for a mean.
 	LastTickMicros int64
 	TickMicros     uint64
+	// MaxTickMicros is the longest planning tick so far: the longest the
+	// actor was busy planning, during which heartbeats and
+	// acknowledgements wait in its mailbox.
+	MaxTickMicros int64
+	// Refines counts cohort refinements run off the actor (Louvain over
+	// one region, on a goroutine of its own; see Config.Loop.Cohorts
+	// .RefineInline), RefineMicros sums their time and Refining reports
+	// one in flight.
+	Refines      uint64
+	RefineMicros uint64
+	Refining     bool
 	// GraphNodes and GraphEdges are the access graph's key groups and
 	// edges after the last tick.
 	GraphNodes, GraphEdges int
@@ -173,6 +188,12 @@ type Status struct {
 type GetStatus struct{}
 
 type tickMsg struct{}
+
+// refineDone carries a refinement computed off the actor.
+type refineDone struct {
+	res    *cohortgen.RefineResult
+	micros int64
+}
 
 type pushDone struct {
 	node  string
@@ -339,6 +360,11 @@ func (a *Actor) Receive(ctx actor.Context) {
 		a.onEpochAcked(ctx)
 	case tickMsg:
 		a.onTick(ctx)
+	case refineDone:
+		a.status.Refining = false
+		a.status.Refines++
+		a.status.RefineMicros += uint64(max(m.micros, 0))
+		a.loop.OfferRefinement(m.res)
 	case pushDone:
 		a.onPushDone(ctx, m)
 		a.onEpochAcked(ctx)
@@ -578,12 +604,16 @@ func (a *Actor) onTick(ctx actor.Context) {
 	took := time.Since(tickStart).Microseconds()
 	a.status.LastTickMicros = took
 	a.status.TickMicros += uint64(max(took, 0))
+	a.status.MaxTickMicros = max(a.status.MaxTickMicros, took)
 	a.status.GraphNodes, a.status.GraphEdges = a.loop.Graph().Len()
 	if err != nil {
 		a.log.Error("planner tick", "err", err)
 		return
 	}
 	a.status.LastPlan = d.Plan.Stats
+	if d.Cohorts.RefineDue {
+		a.refine(ctx)
+	}
 	a.log.Debug("planner tick", "tick", a.tick, "cohorts", len(d.Cohorts.Cohorts), "installs", len(d.Plan.Installs),
 		"moves", len(d.Plan.Moves), "evictions", len(d.Plan.Evictions))
 	if d.Map == nil {
@@ -611,6 +641,30 @@ func (a *Actor) onTick(ctx actor.Context) {
 		}
 	}
 	a.publish(ctx, &m, kgChanges(d.Moves))
+}
+
+// refine starts the due cohort refinement on a goroutine of its own, at
+// most one at a time (a due refinement while one runs is skipped: the next
+// period picks a region again). Louvain over a region of RefineMaxKGs key
+// groups takes milliseconds; run inline it would lengthen every
+// RefineEvery-th tick by that much. The request shares no memory with the
+// loop; the result comes back as a refineDone and the next tick adopts it
+// if its region is unchanged.
+func (a *Actor) refine(ctx actor.Context) {
+	if a.status.Refining {
+		return
+	}
+	req := a.loop.PrepareRefine()
+	if req == nil {
+		return
+	}
+	a.status.Refining = true
+	self, root := ctx.Self(), ctx.ActorSystem().Root
+	go func() {
+		start := time.Now()
+		res := cohortgen.Refine(req)
+		root.Send(self, refineDone{res: res, micros: time.Since(start).Microseconds()})
+	}()
 }
 
 // publish makes m (the loop's map, epoch already shifted by the base) the

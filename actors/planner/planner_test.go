@@ -91,6 +91,9 @@ type driver struct {
 	// installed, if set, gives each node's installed epoch for its
 	// summaries (ownermap_epoch).
 	installed func(node string) uint64
+	// cross is the share of transactions whose last key group belongs to
+	// another tenant (co-access across cohorts: what refinement looks at).
+	cross float64
 }
 
 func newDriver(t *testing.T, n int) *driver {
@@ -113,6 +116,9 @@ func (d *driver) beat(root *actor.RootContext, pid *actor.PID, tick uint64) {
 		tn := d.rng.IntN(12)
 		for j := range w {
 			w[j] = control.KeyGroup(uint64(tn)<<20 | uint64(d.rng.IntN(10)))
+		}
+		if d.cross > 0 && d.rng.Float64() < d.cross {
+			w[len(w)-1] = control.KeyGroup(uint64(d.rng.IntN(12))<<20 | uint64(d.rng.IntN(10)))
 		}
 		d.prof[(tn+d.shift)%len(d.prof)].Record(w, nil)
 	}
@@ -223,6 +229,24 @@ func TestPlannerPublishesAcknowledgedEpochs(t *testing.T) {
 	}
 	if total == 0 || local*10 < total*9 {
 		t.Fatalf("%d of %d owned key groups on their tenant's node", local, total)
+	}
+}
+
+// TestPlannerRefinesOffTheActor: the actor runs the cohort generator's
+// Louvain refinement on a goroutine of its own (RefineInline off), hands
+// the result back to the loop, and keeps planning meanwhile.
+func TestPlannerRefinesOffTheActor(t *testing.T) {
+	names := []string{"cn-0", "cn-1", "cn-2"}
+	fc := newFakeCluster(names...)
+	sys, pid := start(t, fc, names)
+	defer stop(sys, pid)
+	d := newDriver(t, 3)
+	d.cross = 0.1
+	st := waitFor(t, d, sys, pid, "two refinements off the actor and an acknowledged map", func(s Status) bool {
+		return s.Refines >= 2 && s.Acked >= 1 && s.Cohorts >= 1
+	})
+	if st.RefineMicros == 0 || st.MaxTickMicros <= 0 {
+		t.Fatalf("refinement or tick time not accounted: %+v", st)
 	}
 }
 

@@ -208,6 +208,20 @@ func (l *Loop) OwnerOf(kg control.KeyGroup) int {
 	return -1
 }
 
+// PrepareRefine snapshots the generator's next refinement region (nil when
+// there is nothing to refine). Call it right after a Tick whose
+// Decision.Cohorts.RefineDue is set (Cohorts.RefineInline false), run
+// cohortgen.Refine on the request on any goroutine — it shares no memory
+// with the loop — and hand the result to OfferRefinement: a Tick spends no
+// time on Louvain, which costs several milliseconds at thousands of key
+// groups.
+func (l *Loop) PrepareRefine() *cohortgen.RefineRequest { return l.gen.PrepareRefine(l.graph) }
+
+// OfferRefinement hands a cohortgen.Refine result to the generator: the next
+// Tick adopts it if every cohort of its region still exists unchanged (and
+// it keeps enough more weight inside cohorts), and discards it otherwise.
+func (l *Loop) OfferRefinement(r *cohortgen.RefineResult) { l.gen.OfferRefinement(r) }
+
 // Tick decays the graph, re-forms cohorts, plans ownership and returns the
 // decision.
 func (l *Loop) Tick(in TickInput) (Decision, error) {
