@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -614,4 +615,32 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// TestKthLargest: the selection gives the k-th largest of a sorted copy,
+// with ties, for every k, and only reorders the slice.
+func TestKthLargest(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for trial := range 2000 {
+		n := 1 + rng.IntN(80)
+		vs := make([]float64, n)
+		for i := range vs {
+			if trial%3 == 0 {
+				vs[i] = float64(rng.IntN(5)) // many ties
+			} else {
+				vs[i] = rng.Float64()
+			}
+		}
+		sorted := slices.Clone(vs)
+		slices.Sort(sorted)
+		k := 1 + rng.IntN(n)
+		ws := slices.Clone(vs)
+		if got, want := KthLargest(ws, k), sorted[n-k]; got != want {
+			t.Fatalf("KthLargest(%v, %d) = %v, want %v", vs, k, got, want)
+		}
+		slices.Sort(ws)
+		if !slices.Equal(ws, sorted) {
+			t.Fatalf("KthLargest lost or invented values: %v from %v", ws, vs)
+		}
+	}
 }
