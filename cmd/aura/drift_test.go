@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/aura-runtime/aura/rdma"
 	"github.com/aura-runtime/aura/workload"
 	"github.com/aura-runtime/aura/workload/bank"
 )
@@ -120,5 +122,21 @@ func TestBenchHelpExplainsDrift(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("help does not mention %q", want)
 		}
+	}
+}
+
+// TestBenchSaysWhenTheMemoryNodeIsTooSmall: tables that do not fit the
+// embedded memory node fail the run with rdma's out-of-memory error and the
+// flags that help.
+func TestBenchSaysWhenTheMemoryNodeIsTooSmall(t *testing.T) {
+	cmd := newBenchCmd()
+	cmd.SetArgs([]string{"--quiet", "--workload", "bank", "--accounts", "100000", "--cns", "1", "--mode", "mn-only",
+		"--duration", "100ms", "--warmup", "0s", "--mn-size", "1MiB"})
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	err := cmd.Execute()
+	if !errors.Is(err, rdma.ErrOutOfMemory) || !strings.Contains(err.Error(), "raise --mn-size (now 1MiB)") || !strings.Contains(err.Error(), "shorten --duration") {
+		t.Fatalf("aura bench on a 1 MiB memory node: %v, want rdma.ErrOutOfMemory naming --mn-size and --duration", err)
 	}
 }
