@@ -150,7 +150,7 @@ LOCAL hit of the last interval); otherwise a plain line every second.`,
 	fl.DurationVar(&f.plannerTick, "planner-tick", bench.DefaultPlannerTick, "aura mode: the planner's period, and every mode's profiler heartbeat period")
 	fl.StringVar(&f.mn, "mn", "", "address HOST:PORT of a running 'aura mn'; empty runs an embedded memory node (with --connect: the cluster's memory node, for loading and checks)")
 	f.sec.addMNToken(fl)
-	fl.StringVar(&f.mnSize, "mn-size", "8GiB", "memory of the embedded memory node (suffixes KiB, MiB, GiB); pages are only touched as used. Tables are sized for the whole run: TPC-C at 16 warehouses needs more than 8GiB past about 150s")
+	fl.StringVar(&f.mnSize, "mn-size", "8GiB", "memory of the embedded memory node (suffixes KiB, MiB, GiB); pages are only touched as used. Tables are sized for the whole run: TPC-C at 16 warehouses for 190s needs more than 8GiB")
 	fl.BoolVar(&f.costModel, "cost-model", false, "apply the NIC cost model (verb latency, 512-slot atomic serialisation) to the embedded memory node")
 	fl.IntVar(&f.cns, "cns", 4, "number of compute nodes")
 	fl.IntVar(&f.clients, "clients", 0, "closed-loop clients (default 8 per compute node)")
