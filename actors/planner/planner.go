@@ -179,6 +179,9 @@ type Status struct {
 	Refines      uint64
 	RefineMicros uint64
 	Refining     bool
+	// RefinesDropped counts refinements that came back after the loop
+	// restarted (taking over from another planner): not offered.
+	RefinesDropped uint64
 	// GraphNodes and GraphEdges are the access graph's key groups and
 	// edges after the last tick.
 	GraphNodes, GraphEdges int
@@ -193,6 +196,7 @@ type tickMsg struct{}
 type refineDone struct {
 	res    *cohortgen.RefineResult
 	micros int64
+	loop   uint64 // Actor.loopGen at the snapshot
 }
 
 type pushDone struct {
@@ -207,8 +211,11 @@ type Actor struct {
 	cfg    Config
 	pusher Pusher
 	loop   *plane.Loop
-	log    *slog.Logger
-	stop   chan struct{}
+	// loopGen counts the loop's restarts (resetAbove), so that a
+	// refinement computed for an earlier loop is not offered to this one.
+	loopGen uint64
+	log     *slog.Logger
+	stop    chan struct{}
 
 	nodes    Nodes
 	live     map[string]bool
@@ -364,6 +371,12 @@ func (a *Actor) Receive(ctx actor.Context) {
 		a.status.Refining = false
 		a.status.Refines++
 		a.status.RefineMicros += uint64(max(m.micros, 0))
+		if m.loop != a.loopGen {
+			// A result for a loop since restarted (resetAbove) names
+			// cohorts of another generator.
+			a.status.RefinesDropped++
+			return
+		}
 		a.loop.OfferRefinement(m.res)
 	case pushDone:
 		a.onPushDone(ctx, m)
@@ -659,11 +672,11 @@ func (a *Actor) refine(ctx actor.Context) {
 		return
 	}
 	a.status.Refining = true
-	self, root := ctx.Self(), ctx.ActorSystem().Root
+	self, root, gen := ctx.Self(), ctx.ActorSystem().Root, a.loopGen
 	go func() {
 		start := time.Now()
 		res := cohortgen.Refine(req)
-		root.Send(self, refineDone{res: res, micros: time.Since(start).Microseconds()})
+		root.Send(self, refineDone{res: res, micros: time.Since(start).Microseconds(), loop: gen})
 	}()
 }
 
@@ -752,6 +765,7 @@ func (a *Actor) resetAbove(ctx actor.Context, top uint64, why string) {
 			return
 		}
 		a.loop = l
+		a.loopGen++
 	}
 	a.status.Base = top + 1
 	a.resetEpoch = top + 1

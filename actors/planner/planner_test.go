@@ -16,6 +16,7 @@ import (
 
 	"github.com/aura-runtime/aura/control"
 	"github.com/aura-runtime/aura/control/accessgraph"
+	"github.com/aura-runtime/aura/control/cohortgen"
 	"github.com/aura-runtime/aura/manifest"
 	"github.com/aura-runtime/aura/messages"
 )
@@ -247,6 +248,22 @@ func TestPlannerRefinesOffTheActor(t *testing.T) {
 	})
 	if st.RefineMicros == 0 || st.MaxTickMicros <= 0 {
 		t.Fatalf("refinement or tick time not accounted: %+v", st)
+	}
+}
+
+// TestPlannerDropsRefinementOfRestartedLoop: a refinement computed for the
+// loop before a restart (taking over) is not offered to the new one, whose
+// generator may reuse the old cohort ids.
+func TestPlannerDropsRefinementOfRestartedLoop(t *testing.T) {
+	names := []string{"cn-0", "cn-1"}
+	fc := newFakeCluster(names...)
+	sys, pid := start(t, fc, names)
+	defer stop(sys, pid)
+	sys.Root.Send(pid, refineDone{res: &cohortgen.RefineResult{}, loop: 1})
+	sys.Root.Send(pid, refineDone{res: &cohortgen.RefineResult{}, loop: 0})
+	st := status(t, sys.Root, pid)
+	if st.Refines != 2 || st.RefinesDropped != 1 {
+		t.Fatalf("refines %d, dropped %d; want 2 and 1 (only the stale loop's)", st.Refines, st.RefinesDropped)
 	}
 }
 
