@@ -179,8 +179,9 @@ type Status struct {
 	Refines      uint64
 	RefineMicros uint64
 	Refining     bool
-	// RefinesDropped counts refinements that came back after the loop
-	// restarted (taking over from another planner): not offered.
+	// RefinesDropped counts refinement results not offered: their loop
+	// restarted (taking over from another planner), they came from a
+	// planner that ran on this PID before, or Refine panicked.
 	RefinesDropped uint64
 	// GraphNodes and GraphEdges are the access graph's key groups and
 	// edges after the last tick.
@@ -194,9 +195,12 @@ type tickMsg struct{}
 
 // refineDone carries a refinement computed off the actor.
 type refineDone struct {
-	res    *cohortgen.RefineResult
+	// req identifies the refinement (the actor's inflight one, or not:
+	// then another planner actor's on the same PID, and dropped).
+	req    *cohortgen.RefineRequest
+	res    *cohortgen.RefineResult // nil when Refine panicked
 	micros int64
-	loop   uint64 // Actor.loopGen at the snapshot
+	panic  string
 }
 
 type pushDone struct {
@@ -211,11 +215,13 @@ type Actor struct {
 	cfg    Config
 	pusher Pusher
 	loop   *plane.Loop
-	// loopGen counts the loop's restarts (resetAbove), so that a
-	// refinement computed for an earlier loop is not offered to this one.
-	loopGen uint64
-	log     *slog.Logger
-	stop    chan struct{}
+	// inflight is the refinement running off the actor (nil: none), and
+	// inflightLoop the loop it was taken from: a result is offered only
+	// to that loop (resetAbove replaces it).
+	inflight     *cohortgen.RefineRequest
+	inflightLoop *plane.Loop
+	log          *slog.Logger
+	stop         chan struct{}
 
 	nodes    Nodes
 	live     map[string]bool
@@ -320,6 +326,11 @@ func (a *Actor) Props(mailboxSize int) *actor.Props {
 func (a *Actor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
+		if a.stop != nil {
+			// A supervisor restart reuses this Actor: stop the previous
+			// ticker, or ticks would come twice.
+			close(a.stop)
+		}
 		a.stop = make(chan struct{})
 		self, root, period, stop := ctx.Self(), ctx.ActorSystem().Root, a.cfg.Tick, a.stop
 		go func() {
@@ -368,16 +379,7 @@ func (a *Actor) Receive(ctx actor.Context) {
 	case tickMsg:
 		a.onTick(ctx)
 	case refineDone:
-		a.status.Refining = false
-		a.status.Refines++
-		a.status.RefineMicros += uint64(max(m.micros, 0))
-		if m.loop != a.loopGen {
-			// A result for a loop since restarted (resetAbove) names
-			// cohorts of another generator.
-			a.status.RefinesDropped++
-			return
-		}
-		a.loop.OfferRefinement(m.res)
+		a.onRefineDone(m)
 	case pushDone:
 		a.onPushDone(ctx, m)
 		a.onEpochAcked(ctx)
@@ -614,6 +616,9 @@ func (a *Actor) onTick(ctx actor.Context) {
 	a.status.Tick = a.tick
 	tickStart := time.Now()
 	d, err := a.loop.Tick(plane.TickInput{Tick: a.tick, State: a.state(), Unsettled: a.nodes.Unsettled})
+	if err == nil && d.Cohorts.RefineDue {
+		a.refine(ctx) // its snapshot is the actor's work: timed with the tick
+	}
 	took := time.Since(tickStart).Microseconds()
 	a.status.LastTickMicros = took
 	a.status.TickMicros += uint64(max(took, 0))
@@ -624,9 +629,6 @@ func (a *Actor) onTick(ctx actor.Context) {
 		return
 	}
 	a.status.LastPlan = d.Plan.Stats
-	if d.Cohorts.RefineDue {
-		a.refine(ctx)
-	}
 	a.log.Debug("planner tick", "tick", a.tick, "cohorts", len(d.Cohorts.Cohorts), "installs", len(d.Plan.Installs),
 		"moves", len(d.Plan.Moves), "evictions", len(d.Plan.Evictions))
 	if d.Map == nil {
@@ -662,22 +664,56 @@ func (a *Actor) onTick(ctx actor.Context) {
 // groups takes milliseconds; run inline it would lengthen every
 // RefineEvery-th tick by that much. The request shares no memory with the
 // loop; the result comes back as a refineDone and the next tick adopts it
-// if its region is unchanged.
+// if its region is unchanged. A panic in Refine is recovered and reported
+// (Louvain is gonum's code, and a goroutine of our own has no supervisor).
 func (a *Actor) refine(ctx actor.Context) {
-	if a.status.Refining {
+	if a.inflight != nil {
 		return
 	}
 	req := a.loop.PrepareRefine()
 	if req == nil {
 		return
 	}
+	a.inflight, a.inflightLoop = req, a.loop
 	a.status.Refining = true
-	self, root, gen := ctx.Self(), ctx.ActorSystem().Root, a.loopGen
+	self, root := ctx.Self(), ctx.ActorSystem().Root
 	go func() {
 		start := time.Now()
-		res := cohortgen.Refine(req)
-		root.Send(self, refineDone{res: res, micros: time.Since(start).Microseconds(), loop: gen})
+		done := refineDone{req: req}
+		defer func() {
+			if r := recover(); r != nil {
+				done.res, done.panic = nil, fmt.Sprint(r)
+			}
+			done.micros = time.Since(start).Microseconds()
+			root.Send(self, done)
+		}()
+		done.res = cohortgen.Refine(req)
 	}()
+}
+
+// onRefineDone offers a finished refinement to the loop it was taken from.
+// Dropped (and counted): a result whose loop was since restarted (its
+// cohort ids are another generator's), a result of another planner actor
+// that ran on this PID before (a stopped planner's goroutine finishing
+// late), and a panicked one.
+func (a *Actor) onRefineDone(m refineDone) {
+	if m.req == nil || m.req != a.inflight {
+		a.status.RefinesDropped++
+		return
+	}
+	a.inflight, a.status.Refining = nil, false
+	a.status.Refines++
+	a.status.RefineMicros += uint64(max(m.micros, 0))
+	switch {
+	case m.panic != "":
+		a.status.RefinesDropped++
+		a.log.Error("planner: cohort refinement panicked; result dropped", "panic", m.panic)
+	case a.inflightLoop != a.loop:
+		a.status.RefinesDropped++
+	default:
+		a.loop.OfferRefinement(m.res)
+	}
+	a.inflightLoop = nil
 }
 
 // publish makes m (the loop's map, epoch already shifted by the base) the
@@ -765,7 +801,6 @@ func (a *Actor) resetAbove(ctx actor.Context, top uint64, why string) {
 			return
 		}
 		a.loop = l
-		a.loopGen++
 	}
 	a.status.Base = top + 1
 	a.resetEpoch = top + 1

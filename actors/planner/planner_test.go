@@ -17,6 +17,7 @@ import (
 	"github.com/aura-runtime/aura/control"
 	"github.com/aura-runtime/aura/control/accessgraph"
 	"github.com/aura-runtime/aura/control/cohortgen"
+	"github.com/aura-runtime/aura/control/plane"
 	"github.com/aura-runtime/aura/manifest"
 	"github.com/aura-runtime/aura/messages"
 )
@@ -251,20 +252,51 @@ func TestPlannerRefinesOffTheActor(t *testing.T) {
 	}
 }
 
-// TestPlannerDropsRefinementOfRestartedLoop: a refinement computed for the
-// loop before a restart (taking over) is not offered to the new one, whose
-// generator may reuse the old cohort ids.
-func TestPlannerDropsRefinementOfRestartedLoop(t *testing.T) {
-	names := []string{"cn-0", "cn-1"}
-	fc := newFakeCluster(names...)
-	sys, pid := start(t, fc, names)
-	defer stop(sys, pid)
-	sys.Root.Send(pid, refineDone{res: &cohortgen.RefineResult{}, loop: 1})
-	sys.Root.Send(pid, refineDone{res: &cohortgen.RefineResult{}, loop: 0})
-	st := status(t, sys.Root, pid)
-	if st.Refines != 2 || st.RefinesDropped != 1 {
-		t.Fatalf("refines %d, dropped %d; want 2 and 1 (only the stale loop's)", st.Refines, st.RefinesDropped)
+// TestPlannerOffersOnlyItsOwnRefinement: a refinement result is offered
+// only when it is the actor's in-flight one and its loop is still the
+// actor's; a result of another planner that ran on this PID, one whose loop
+// restarted (taking over) and a panicked one are dropped and counted.
+func TestPlannerOffersOnlyItsOwnRefinement(t *testing.T) {
+	a, err := NewActor(DefaultConfig("cn-0", 2), newFakeCluster("cn-0", "cn-1"))
+	if err != nil {
+		t.Fatal(err)
 	}
+	check := func(what string, refines, dropped uint64, refining bool) {
+		t.Helper()
+		if st := a.status; st.Refines != refines || st.RefinesDropped != dropped || st.Refining != refining || (a.inflight != nil) != refining {
+			t.Fatalf("%s: refines %d dropped %d refining %v (inflight %v); want %d, %d, %v",
+				what, st.Refines, st.RefinesDropped, st.Refining, a.inflight != nil, refines, dropped, refining)
+		}
+	}
+	start := func() *cohortgen.RefineRequest {
+		req := &cohortgen.RefineRequest{}
+		a.inflight, a.inflightLoop, a.status.Refining = req, a.loop, true
+		return req
+	}
+	// Another planner's result while this one runs its own: dropped, and
+	// this one's refinement is still running.
+	own := start()
+	a.onRefineDone(refineDone{req: &cohortgen.RefineRequest{}, res: &cohortgen.RefineResult{}})
+	check("foreign result", 0, 1, true)
+	// The loop restarted while it ran.
+	l, err := plane.New(a.cfg.Loop)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.loop = l
+	a.onRefineDone(refineDone{req: own, res: &cohortgen.RefineResult{Req: own}})
+	check("result for a restarted loop", 1, 2, false)
+	// A panicked refinement.
+	p := start()
+	a.onRefineDone(refineDone{req: p, panic: "boom"})
+	check("panicked", 2, 3, false)
+	// Its own, on its own loop: offered.
+	ok := start()
+	a.onRefineDone(refineDone{req: ok, res: &cohortgen.RefineResult{Req: ok}})
+	check("own result", 3, 3, false)
+	// A late duplicate of it: dropped.
+	a.onRefineDone(refineDone{req: ok, res: &cohortgen.RefineResult{Req: ok}})
+	check("late duplicate", 3, 4, false)
 }
 
 func TestPlannerWaitsForAcksAndDropsGoneNodes(t *testing.T) {

@@ -250,6 +250,7 @@ func (m *nodeMetrics) writePlanner(w io.Writer) {
 	metrics.WriteCounterFloat64(w, "aura_planner_tick_seconds_total", float64(st.TickMicros)/1e6)
 	metrics.WriteGaugeFloat64(w, "aura_planner_tick_max_seconds", float64(st.MaxTickMicros)/1e6)
 	c("aura_planner_refines_total", st.Refines)
+	c("aura_planner_refines_dropped_total", st.RefinesDropped)
 	metrics.WriteCounterFloat64(w, "aura_planner_refine_seconds_total", float64(st.RefineMicros)/1e6)
 	c("aura_planner_deferred_ticks_total", st.Deferred)
 	c("aura_planner_heartbeats_total", st.Heartbeats)

@@ -373,7 +373,7 @@ func (f fakeTransport) Unlock(context.Context, string, *messages.UnlockRequest) 
 // histograms once each.
 func TestOwnerRPCAndPlannerMetrics(t *testing.T) {
 	st := planner.Status{Tick: 40, Epoch: 7, Acked: 6, Cohorts: 12, Heartbeats: 90, Roster: []string{"a", "", "c"},
-		LastTickMicros: 1500, TickMicros: 30000, MaxTickMicros: 4200, Refines: 3, RefineMicros: 9000, GraphNodes: 64, GraphEdges: 200,
+		LastTickMicros: 1500, TickMicros: 30000, MaxTickMicros: 4200, Refines: 3, RefineMicros: 9000, RefinesDropped: 1, GraphNodes: 64, GraphEdges: 200,
 		Transfer:     transfer.Stats{Rounds: 2, Started: 3, Moved: 2, Kept: 1, Stuck: 1},
 		FreezeMicros: []int64{100, 2000, 50000}, DrainMicros: []int64{50, 60, 70}}
 	m := newNodeMetrics()
@@ -400,7 +400,7 @@ func TestOwnerRPCAndPlannerMetrics(t *testing.T) {
 		`aura_owner_rpc_duration_seconds_count{op="lock"}`: 3, `aura_owner_rpc_duration_seconds_count{op="unlock"}`: 1,
 		`aura_owner_rpc_errors_total{op="lock"}`: 0, `aura_owner_rpc_errors_total{op="unlock"}`: 1,
 		`aura_planner_active`: 1, `aura_planner_ticks_total`: 40, `aura_planner_tick_seconds`: 0.0015,
-		`aura_planner_tick_seconds_total`: 0.03, `aura_planner_tick_max_seconds`: 0.0042, `aura_planner_refines_total`: 3,
+		`aura_planner_tick_seconds_total`: 0.03, `aura_planner_tick_max_seconds`: 0.0042, `aura_planner_refines_total`: 3, `aura_planner_refines_dropped_total`: 1,
 		`aura_planner_refine_seconds_total`: 0.009, `aura_planner_graph_nodes`: 64, `aura_planner_graph_edges`: 200,
 		`aura_planner_epoch`: 7, `aura_planner_acked_epoch`: 6, `aura_planner_cohorts`: 12, `aura_planner_roster_slots`: 2,
 		`aura_migrations_total{outcome="moved"}`: 2, `aura_migrations_total{outcome="rolled_back"}`: 1,
