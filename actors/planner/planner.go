@@ -392,14 +392,20 @@ func (a *Actor) Receive(ctx actor.Context) {
 			a.onTransferTick(ctx)
 		}
 	case GetStatus:
-		st := a.status
-		st.Roster = slices.Clone(st.Roster)
-		st.FreezeMicros = slices.Clone(a.freezeMicros)
-		st.DrainMicros = slices.Clone(a.drainMicros)
-		ctx.Respond(st)
+		ctx.Respond(a.snapshot())
 	case GetDecisions:
 		ctx.Respond(a.decisionsReply())
 	}
+}
+
+// snapshot is the Status a GetStatus answers: a copy the caller may keep.
+func (a *Actor) snapshot() Status {
+	st := a.status
+	st.Roster = slices.Clone(st.Roster)
+	st.FreezeMicros = slices.Clone(a.freezeMicros)
+	st.DrainMicros = slices.Clone(a.drainMicros)
+	st.Refining = a.inflight != nil
+	return st
 }
 
 // dropGone deletes the entries of nodes that are not live.
@@ -675,7 +681,6 @@ func (a *Actor) refine(ctx actor.Context) {
 		return
 	}
 	a.inflight, a.inflightLoop = req, a.loop
-	a.status.Refining = true
 	self, root := ctx.Self(), ctx.ActorSystem().Root
 	go func() {
 		start := time.Now()
@@ -701,7 +706,7 @@ func (a *Actor) onRefineDone(m refineDone) {
 		a.status.RefinesDropped++
 		return
 	}
-	a.inflight, a.status.Refining = nil, false
+	a.inflight = nil
 	a.status.Refines++
 	a.status.RefineMicros += uint64(max(m.micros, 0))
 	switch {

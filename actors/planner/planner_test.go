@@ -263,14 +263,14 @@ func TestPlannerOffersOnlyItsOwnRefinement(t *testing.T) {
 	}
 	check := func(what string, refines, dropped uint64, refining bool) {
 		t.Helper()
-		if st := a.status; st.Refines != refines || st.RefinesDropped != dropped || st.Refining != refining || (a.inflight != nil) != refining {
-			t.Fatalf("%s: refines %d dropped %d refining %v (inflight %v); want %d, %d, %v",
-				what, st.Refines, st.RefinesDropped, st.Refining, a.inflight != nil, refines, dropped, refining)
+		if st := a.snapshot(); st.Refines != refines || st.RefinesDropped != dropped || st.Refining != refining {
+			t.Fatalf("%s: refines %d dropped %d refining %v; want %d, %d, %v",
+				what, st.Refines, st.RefinesDropped, st.Refining, refines, dropped, refining)
 		}
 	}
 	start := func() *cohortgen.RefineRequest {
 		req := &cohortgen.RefineRequest{}
-		a.inflight, a.inflightLoop, a.status.Refining = req, a.loop, true
+		a.inflight, a.inflightLoop = req, a.loop
 		return req
 	}
 	// Another planner's result while this one runs its own: dropped, and
