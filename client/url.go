@@ -123,8 +123,8 @@ func (e *URLError) Unwrap() error { return e.Err }
 // ParseURL parses aura://HOST:PORT/DB?http_addr=HOST:PORT[&token=T]. HOST
 // may be a name, an IPv4 address or a bracketed IPv6 address; both ports
 // must be in 1..65535 (port 0 names no listener); DB is optional (letters,
-// digits, '.', '_', '-'), and so is the host of http_addr (plus ':' for an
-// IPv6 address), so that String writes back what was parsed; token is
+// digits, '.', '_', '-'), and so is the host of http_addr (or an IPv6
+// address), so that String writes back what was parsed; token is
 // the management API's bearer token (CheckToken). It never panics, and its
 // errors never show the token.
 func ParseURL(s string) (URL, error) {
@@ -173,7 +173,7 @@ func ParseURL(s string) (URL, error) {
 		return fail(ErrBadPort, "%q", port)
 	}
 	db := strings.TrimPrefix(u.Path, "/")
-	if !nameChars(db, "") {
+	if !nameChars(db) {
 		return fail(ErrBadURL, "database name %q: only letters, digits, '.', '_' and '-'", db)
 	}
 	q, err := url.ParseQuery(u.RawQuery)
@@ -247,20 +247,19 @@ func hostChars(h string) bool {
 	if strings.Contains(h, ":") {
 		return net.ParseIP(h) != nil
 	}
-	return nameChars(h, "")
+	return nameChars(h)
 }
 
-// nameChars reports whether s holds only letters, digits, '.', '_', '-'
-// and the bytes of extra: what a host name, an IP address (extra ":" for
-// IPv6) or a database name is made of. Anything else — control bytes,
+// nameChars reports whether s holds only letters, digits, '.', '_' and
+// '-': what a host name, an IPv4 address or a database name is made of
+// (hostChars checks IPv6 addresses with net.ParseIP). Anything else — control bytes,
 // '%', '?', '/', '&' — would have to be escaped to be written back into a
 // connection string (URL.String), so it is refused instead.
-func nameChars(s, extra string) bool {
+func nameChars(s string) bool {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		switch {
 		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '.', c == '_', c == '-':
-		case strings.IndexByte(extra, c) >= 0:
 		default:
 			return false
 		}

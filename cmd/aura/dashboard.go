@@ -95,7 +95,6 @@ type dashCounters struct {
 	mapEpoch               uint64
 	owners                 map[control.CohortID]int
 	ownersOf               *control.OwnerMap
-	haveSample             bool
 }
 
 // dashboard samples the node and serves the page and its state.
@@ -109,22 +108,27 @@ type dashboard struct {
 	// (false: it hosts none). Set before the server is attached.
 	decisions func(time.Duration) (planner.Decisions, bool)
 
-	mu          sync.Mutex
-	samples     []dashSample // ring: the newest dashMaxSamples
-	next        int          // where the next sample goes once full
-	taken       uint64       // samples ever taken
-	prev        dashCounters
-	frozenSince time.Time // start of the current run of samples with frozen cohorts
-	plan        *dashPlanner
-	gridOf      *control.OwnerMap // the map grid was built from
-	grid        dashGrid
+	mu      sync.Mutex
+	samples []dashSample // ring: the newest dashMaxSamples
+	next    int          // where the next sample goes once full
+	taken   uint64       // samples ever taken
+	prev    dashCounters
+	// status and reason are /readyz's verdict at the last sample
+	// ("starting" before the first): a page's poll never waits on the
+	// planner actor, which readiness may ask.
+	status, reason string
+	owned, frozen  int       // this node's cohorts at the last sample
+	frozenSince    time.Time // start of the current run of samples with frozen cohorts
+	plan           *dashPlanner
+	gridOf         *control.OwnerMap // the map grid was built from
+	grid           dashGrid
 }
 
 func newDashboard(s *mgmtServer, period time.Duration) *dashboard {
 	if period <= 0 {
 		period = dashSamplePeriod
 	}
-	return &dashboard{s: s, period: period, stop: make(chan struct{}), done: make(chan struct{})}
+	return &dashboard{s: s, period: period, stop: make(chan struct{}), done: make(chan struct{}), status: "starting"}
 }
 
 // run samples every period until close.
@@ -171,19 +175,22 @@ func (d *dashboard) sample(now time.Time) {
 	// FAA the transactions' lock paths and cleanup issued, every attempt
 	// included.
 	c.atomics = k.MNCAS + k.MNFAA
-	if ps, ok := d.s.opts.Metrics.hostedPlanner(dashPlannerTimeout); ok {
-		tr := ps.Transfer
-		c.migrations, c.plannerOK = tr.Moved+tr.Evicted+tr.Kept, true
-	}
 	m := node.OwnerMap()
 	c.mapEpoch, c.ownersOf = m.Epoch, m
 	owned, frozen := node.CohortCounts()
+	_, why := d.s.readiness()
+	status := "ready"
+	if why != "" {
+		status = "not-ready"
+	}
 
 	var plan *dashPlanner
 	if d.decisions != nil {
 		if ds, ok := d.decisions(dashPlannerTimeout); ok {
 			plan = &dashPlanner{Decisions: ds.Decisions, Migrations: ds.Migrations, TotalDecisions: ds.TotalDecisions,
 				TotalMigrations: ds.TotalMigrations, RoundActive: ds.Active}
+			// Every finished migration is recorded once in the log.
+			c.migrations, c.plannerOK = ds.TotalMigrations, true
 		}
 	}
 
@@ -200,8 +207,9 @@ func (d *dashboard) sample(now time.Time) {
 			c.owners[pl.ID] = pl.Owner
 		}
 	}
+	d.status, d.reason, d.owned, d.frozen = status, why, owned, frozen
 	s := dashSample{t: now.UnixMilli(), owned: owned, frozen: frozen}
-	if p.haveSample {
+	if !p.at.IsZero() {
 		dt := now.Sub(p.at).Seconds()
 		if dt <= 0 {
 			dt = d.period.Seconds()
@@ -226,7 +234,6 @@ func (d *dashboard) sample(now time.Time) {
 			s.ownerChanges = ownerChanges(p.owners, c.owners)
 		}
 	}
-	c.haveSample = true
 	d.prev = c
 	if frozen > 0 {
 		if d.frozenSince.IsZero() {
@@ -435,18 +442,6 @@ func (d *dashboard) state(now time.Time) dashState {
 	s := d.s
 	st := dashState{NowUnixMs: now.UnixMilli(), SamplePeriodMs: d.period.Milliseconds(), MaxSamples: dashMaxSamples,
 		Members: []dashMember{}}
-	_, why := s.readiness()
-	switch {
-	case s.leaving.Load():
-		st.Status = "leaving"
-	case !s.attached.Load():
-		st.Status = "starting"
-	case why != "":
-		st.Status = "not-ready"
-	default:
-		st.Status = "ready"
-	}
-	st.Reason = why
 	node := s.node
 	st.Node = node.Name()
 	m, roster := node.InstalledMap()
@@ -459,7 +454,8 @@ func (d *dashboard) state(now time.Time) dashState {
 		perSlot[p.Owner] = [2]int{c[0] + 1, c[1] + len(p.KeyGroups)}
 	}
 	for _, mb := range members {
-		dm := dashMember{Name: mb.Name, GossipAddr: mb.Addr, RemoteAddr: mb.Meta.RemoteAddr, Roles: slices.Clone(mb.Meta.Roles),
+		// Snapshot's members are copies, sorted by name.
+		dm := dashMember{Name: mb.Name, GossipAddr: mb.Addr, RemoteAddr: mb.Meta.RemoteAddr, Roles: mb.Meta.Roles,
 			Planner: mb.Name == st.PlannerNode, Leaving: mb.HasRole(cluster.RoleLeaving), Self: mb.Name == st.Node,
 			Slot: slices.Index(roster, mb.Name)}
 		if m.Epoch > 0 && dm.Slot >= 0 {
@@ -470,14 +466,17 @@ func (d *dashboard) state(now time.Time) dashState {
 		}
 		st.Members = append(st.Members, dm)
 	}
-	slices.SortFunc(st.Members, func(a, b dashMember) int { return strings.Compare(a.Name, b.Name) })
 
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	st.Status, st.Reason = d.status, d.reason
+	if s.leaving.Load() {
+		st.Status, st.Reason = "leaving", "node is shutting down"
+	}
 	st.SamplesTaken = d.taken
 	st.OwnerMap = d.gridFor(m, roster)
 	st.Planner = d.plan
-	st.Local.Owned, st.Local.Frozen = node.CohortCounts()
+	st.Local.Owned, st.Local.Frozen = d.owned, d.frozen
 	if !d.frozenSince.IsZero() && st.Local.Frozen > 0 {
 		st.Local.FrozenForS = now.Sub(d.frozenSince).Seconds()
 		st.Local.Stuck = now.Sub(d.frozenSince) >= dashFrozenStuckAfter
@@ -545,13 +544,5 @@ func serveDashboardPage(w http.ResponseWriter, r *http.Request) {
 // decisions returns the decision log of the planner actor when this node
 // hosts it, waiting at most timeout (for the dashboard).
 func (p *plannerHost) decisions(timeout time.Duration) (planner.Decisions, bool) {
-	p.mu.Lock()
-	pid := p.pid
-	p.mu.Unlock()
-	if pid == nil {
-		return planner.Decisions{}, false
-	}
-	r, err := p.sys.Root.RequestFuture(pid, planner.GetDecisions{}, timeout).Result()
-	ds, ok := r.(planner.Decisions)
-	return ds, err == nil && ok
+	return askPlanner[planner.Decisions](p, planner.GetDecisions{}, timeout)
 }

@@ -85,9 +85,11 @@ func TestDashboardStateAndAuth(t *testing.T) {
 	n := startMgmtNode(t, token)
 
 	// The page and assets: open, no token in them.
-	status, page := get(t, n.base+dashboardPath, "")
-	if status != http.StatusOK || !strings.Contains(string(page), "/dashboard/assets/dashboard.js") {
-		t.Fatalf("GET /dashboard: %d %.200s", status, page)
+	for _, p := range []string{dashboardPath, dashboardPath + "/"} {
+		status, page := get(t, n.base+p, "")
+		if status != http.StatusOK || !strings.Contains(string(page), "/dashboard/assets/dashboard.js") {
+			t.Fatalf("GET %s: %d %.200s", p, status, page)
+		}
 	}
 	for _, a := range []string{"dashboard.js", "dashboard.css", "uplot.min.js", "uplot.min.css", "uplot.LICENSE"} {
 		if status, b := get(t, n.base+dashboardAssetsPath+a, ""); status != http.StatusOK || len(b) == 0 {

@@ -651,15 +651,25 @@ type plannerHost struct {
 // status returns the Status of the planner actor when this node hosts it,
 // waiting at most timeout (for the metrics and /readyz).
 func (p *plannerHost) status(timeout time.Duration) (planner.Status, bool) {
+	return askPlanner[planner.Status](p, planner.GetStatus{}, timeout)
+}
+
+// askPlanner sends msg to the planner actor when this node hosts it and
+// returns its reply of type T, waiting at most timeout.
+func askPlanner[T any](p *plannerHost, msg any, timeout time.Duration) (T, bool) {
 	p.mu.Lock()
 	pid := p.pid
 	p.mu.Unlock()
+	var zero T
 	if pid == nil {
-		return planner.Status{}, false
+		return zero, false
 	}
-	r, err := p.sys.Root.RequestFuture(pid, planner.GetStatus{}, timeout).Result()
-	st, ok := r.(planner.Status)
-	return st, err == nil && ok
+	r, err := p.sys.Root.RequestFuture(pid, msg, timeout).Result()
+	v, ok := r.(T)
+	if err != nil || !ok {
+		return zero, false
+	}
+	return v, true
 }
 
 // heartbeat sends a summary to the current planner.

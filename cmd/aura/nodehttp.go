@@ -191,6 +191,7 @@ func startMgmtEarly(ln net.Listener, log *slog.Logger, opts mgmtOptions) *mgmtSe
 	root.HandleFunc(healthzPath, s.method(s.healthz))
 	root.HandleFunc(readyzPath, s.method(s.readyz))
 	root.HandleFunc(dashboardPath, s.method(serveDashboardPage))
+	root.HandleFunc(dashboardPath+"/{$}", s.method(serveDashboardPage))
 	root.HandleFunc(dashboardAssetsPath, s.method(serveDashboardPage))
 	root.HandleFunc("/{$}", s.method(func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, dashboardPath, http.StatusFound)
