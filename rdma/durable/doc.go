@@ -56,7 +56,10 @@
 // with contiguous sequence numbers. Every snapshot-every bytes, the
 // snapshotter rotates the log (so records after the snapshot point start a
 // new segment), copies memory while verbs keep running, waits until the
-// log covers everything the copy may contain, writes it as
+// log covers everything the copy may contain (a caller that changes memory
+// before appending its record — the memory-node server — gives the store a
+// barrier, SetMutationBarrier, that waits for mutations already begun to
+// append, and the store then waits for the log to be durable up to there), writes it as
 // snap-<seq>.snap.tmp, fsyncs it, renames it to snap-<seq>.snap, fsyncs the
 // directory and only then removes older snapshots and segments. The copy
 // is fuzzy — a word may already hold a value written after seq — which is

@@ -569,3 +569,40 @@ func TestRecordRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// TestSnapshotWaitsForMutationsInFlight: a mutation applied to memory but
+// not yet logged when the snapshot copies memory is in the copy, so the
+// snapshot is not published until the barrier lets that mutation append,
+// and then only once its record is durable.
+func TestSnapshotWaitsForMutationsInFlight(t *testing.T) {
+	s := open(t, t.TempDir())
+	defer s.Close()
+	n := &node{s: s}
+	s.SetMutationBarrier(func() { n.mu.Lock(); n.mu.Unlock() })
+	r := n.register(t, "r", 1<<16)
+
+	w := Write{RKey: r.RKey, Addr: r.Addr, Data: []byte("in flight")}
+	n.mu.Lock() // a mutation begins: applied, not yet appended
+	if c := s.Memory().Execute(&rdma.WorkRequest{Op: rdma.OpWrite, RKey: w.RKey, RemoteAddr: w.Addr, Local: w.Data}); c.Status != rdma.StatusSuccess {
+		t.Fatal(c.Status)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Snapshot() }()
+	select {
+	case err := <-done:
+		n.mu.Unlock()
+		t.Fatalf("snapshot published (%v) while a mutation it copied was not logged", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	seq, err := s.AppendWrites([]Write{w})
+	n.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if st := s.Stats(); st.Snapshots != 1 || st.Durable < seq {
+		t.Fatalf("snapshots %d, durable %d; want 1 snapshot published after record %d was durable", st.Snapshots, st.Durable, seq)
+	}
+}

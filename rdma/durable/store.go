@@ -86,7 +86,10 @@ type Store struct {
 	recovered                 uint64
 	torn                      int64
 
-	snapMu    sync.Mutex // one snapshot at a time
+	snapMu sync.Mutex // one snapshot at a time
+	// barrier, when set, returns once every mutation of memory that has
+	// started is appended (SetMutationBarrier).
+	barrier   atomic.Pointer[func()]
 	stop      chan struct{}
 	done      chan struct{}
 	closeOnce sync.Once
@@ -206,6 +209,14 @@ func (s *Store) snapshotLoop() {
 	}
 }
 
+// SetMutationBarrier gives the store the caller's ordering of mutations:
+// barrier must return only once every mutation of the memory that has
+// begun is appended to the log. A caller that changes memory before
+// appending its record (a memory node executes a request, then logs its
+// post-images) must set it: a snapshot's copy may include such a
+// mutation, and must not be published before its record is durable.
+func (s *Store) SetMutationBarrier(barrier func()) { s.barrier.Store(&barrier) }
+
 // Snapshot takes a snapshot now and drops the log segments and snapshots it
 // makes unnecessary. Verbs keep running meanwhile.
 func (s *Store) Snapshot() error {
@@ -217,8 +228,12 @@ func (s *Store) Snapshot() error {
 		return err
 	}
 	n, err := takeSnapshot(s.fs, s.opts.Dir, s.mem, seq, func() error {
-		// The copy may hold writes up to the last appended record: make
-		// them durable before the snapshot can be used.
+		// The copy may hold writes of every mutation begun before it
+		// ended: once those are appended (the barrier), make the log up to
+		// there durable before the snapshot can be used.
+		if b := s.barrier.Load(); b != nil {
+			(*b)()
+		}
 		return s.wal.waitDurable(s.wal.appended.Load(), s.stop)
 	})
 	if err != nil {

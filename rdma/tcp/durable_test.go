@@ -119,6 +119,8 @@ type gateJournal struct {
 	durable  atomic.Uint64
 	changed  chan struct{}
 	fail     atomic.Bool
+	// failWait makes waits for durability fail as a failed fsync does.
+	failWait atomic.Bool
 }
 
 func newGate() *gateJournal { return &gateJournal{changed: make(chan struct{})} }
@@ -158,6 +160,9 @@ func (g *gateJournal) WaitDurable(seq uint64, cancel <-chan struct{}) error {
 		g.mu.Unlock()
 		if g.durable.Load() >= seq {
 			return nil
+		}
+		if g.failWait.Load() {
+			return fmt.Errorf("%w: injected fsync failure", durable.ErrLogFailed)
 		}
 		select {
 		case <-ch:
@@ -265,6 +270,58 @@ func TestDurableServerStopsOnJournalFailure(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("server still serving after a journal failure")
+	}
+}
+
+// TestDurableServerStopsOnFsyncFailure: a log that fails after appending
+// (its write or fsync) stops the server too, not only the connection whose
+// reply waited for it.
+func TestDurableServerStopsOnFsyncFailure(t *testing.T) {
+	g := newGate()
+	srv, err := NewServer(rdma.NewMemory(1<<20), ServerConfig{Journal: g, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(l) }()
+	d := dial(t, l.Addr().String(), ClientConfig{RedialAttempts: 1})
+	done := make(chan struct{})
+	var r rdma.Region
+	go func() { defer close(done); r = mustRegion(t, d, "r", 64) }()
+	time.Sleep(20 * time.Millisecond)
+	g.release()
+	<-done
+	qp := mustQP(t, d, 4)
+	acked := make(chan error, 1)
+	go func() {
+		cs, err := rdma.Exec(ctxT(t), qp, rdma.WorkRequest{Op: rdma.OpFetchAndAdd, RKey: r.RKey, RemoteAddr: r.Addr, Add: 1})
+		if err == nil {
+			err = rdma.FirstError(cs)
+		}
+		acked <- err
+	}()
+	for g.Appended() < 2 { // the FAA is logged, its reply waits for the disk
+		time.Sleep(time.Millisecond)
+	}
+	g.failWait.Store(true)
+	g.mu.Lock()
+	close(g.changed) // wake the waiter without making anything durable
+	g.changed = make(chan struct{})
+	g.mu.Unlock()
+	if err := <-acked; err == nil {
+		t.Fatal("a mutation whose record never reached the disk was acknowledged")
+	}
+	select {
+	case err := <-served:
+		if err == nil || errors.Is(err, ErrServerClosed) || srv.JournalErr() == nil {
+			t.Fatalf("Serve returned %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("server still serving after the log failed")
 	}
 }
 

@@ -208,6 +208,11 @@ func NewServer(mem *rdma.Memory, cfg ServerConfig) (*Server, error) {
 	}
 	if cfg.Journal != nil {
 		s.lastWrite = make([]atomic.Uint64, lastWriteSlots)
+		if b, ok := cfg.Journal.(interface{ SetMutationBarrier(func()) }); ok {
+			// A mutation holds durMu exclusively from executing to
+			// appending: taking it once waits for those in flight.
+			b.SetMutationBarrier(func() { s.durMu.Lock(); s.durMu.Unlock() })
+		}
 	}
 	if cfg.Cost != nil {
 		nic, err := rdma.NewNIC(*cfg.Cost)
@@ -1080,7 +1085,13 @@ func (c *serverConn) durableOnly(ready []outFrame, pending *frameHeap) ([]outFra
 	}
 	if j.Durable() < low {
 		if err := j.WaitDurable(low, c.quit); err != nil {
-			if !errors.Is(err, durable.ErrClosed) {
+			if errors.Is(err, durable.ErrLogFailed) {
+				// Fail-stop, as when an append fails: the node cannot
+				// promise durability any more.
+				c.s.durMu.Lock()
+				c.s.journalFailed(err)
+				c.s.durMu.Unlock()
+			} else if !errors.Is(err, durable.ErrClosed) {
 				c.log.Warn("mn: responses dropped: journal not durable", "err", err)
 			}
 			return ready, false
