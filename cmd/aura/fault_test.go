@@ -107,6 +107,9 @@ func TestFaultMNConnectionLoss(t *testing.T) {
 		time.Sleep(tm.fault / 2)
 		c.mnProxy.Set(netfault.Pass, 0)
 		after := c.mnProxy.Stats()
+		if after.Resets == before.Resets {
+			t.Errorf("no node-to-MN connection was reset: the nodes do not reach the memory node through the proxy")
+		}
 		c.inject("reset %d node-to-MN connections, refused reconnects for %v, healed", after.Resets-before.Resets, tm.fault/2)
 		time.Sleep(tm.fault / 2)
 	})

@@ -51,6 +51,9 @@ func Run(tb testing.TB, bin, url, windowSize string, flags ...string) string {
 	args := append([]string{"--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--no-first-run",
 		"--user-data-dir=" + tb.TempDir(), "--window-size=" + windowSize}, flags...)
 	cmd := exec.CommandContext(ctx, bin, append(args, url)...)
+	// The context kills the browser's main process; its children may hold
+	// the output pipes: stop waiting for them shortly after.
+	cmd.WaitDelay = 5 * time.Second
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

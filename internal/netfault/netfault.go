@@ -492,7 +492,6 @@ func (c *tcpConn) pipe(src, dst net.Conn) {
 			}
 		}
 	}()
-	defer c.close()
 	for ch := range q {
 		if !c.release(ch.at) {
 			break
@@ -513,6 +512,7 @@ func (c *tcpConn) pipe(src, dst net.Conn) {
 func (c *tcpConn) release(at time.Time) bool {
 	for {
 		s := c.p.stateOf(c.source)
+		var t *time.Timer
 		var wait <-chan time.Time
 		switch s.mode {
 		case Pass, Reset:
@@ -522,15 +522,21 @@ func (c *tcpConn) release(at time.Time) bool {
 			if left <= 0 {
 				return true
 			}
-			t := time.NewTimer(left)
-			defer t.Stop()
+			t = time.NewTimer(left)
 			wait = t.C
+		}
+		stop := func() {
+			if t != nil {
+				t.Stop() // not deferred: this loop runs once per mode change
+			}
 		}
 		select {
 		case <-wait:
 			return true
 		case <-s.changed:
+			stop()
 		case <-c.gone:
+			stop()
 			return false
 		}
 	}
