@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -604,5 +605,38 @@ func TestSnapshotWaitsForMutationsInFlight(t *testing.T) {
 	}
 	if st := s.Stats(); st.Snapshots != 1 || st.Durable < seq {
 		t.Fatalf("snapshots %d, durable %d; want 1 snapshot published after record %d was durable", st.Snapshots, st.Durable, seq)
+	}
+}
+
+// syncedFS records the directories it fsyncs.
+type syncedFS struct {
+	OSFS
+	mu   sync.Mutex
+	dirs []string
+}
+
+func (f *syncedFS) SyncDir(dir string) error {
+	f.mu.Lock()
+	f.dirs = append(f.dirs, dir)
+	f.mu.Unlock()
+	return f.OSFS.SyncDir(dir)
+}
+
+// TestOpenSyncsANewDirectorysParent: a data directory Open creates is
+// made durable in its parent (else a power loss could lose the whole
+// directory with its acknowledged writes); an existing one is not synced
+// again.
+func TestOpenSyncsANewDirectorysParent(t *testing.T) {
+	parent := t.TempDir()
+	dir := filepath.Join(parent, "data")
+	fs := &syncedFS{}
+	open(t, dir, func(o *Options) { o.FS = fs }).Close()
+	if !slices.Contains(fs.dirs, parent) {
+		t.Fatalf("creating %s synced %v, not its parent", dir, fs.dirs)
+	}
+	fs2 := &syncedFS{}
+	open(t, dir, func(o *Options) { o.FS = fs2 }).Close()
+	if slices.Contains(fs2.dirs, parent) {
+		t.Fatalf("reopening %s synced its parent again: %v", dir, fs2.dirs)
 	}
 }

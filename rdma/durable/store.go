@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -122,8 +123,16 @@ func Open(opts Options) (*Store, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	_, statErr := os.Stat(opts.Dir)
 	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("durable: %w", err)
+	}
+	if errors.Is(statErr, fs.ErrNotExist) {
+		// A new directory's entry must reach the disk too, or a power
+		// loss right after the first acknowledged writes can lose them all.
+		if err := opts.FS.SyncDir(filepath.Dir(filepath.Clean(opts.Dir))); err != nil {
+			return nil, fmt.Errorf("durable: %w", err)
+		}
 	}
 	lock, err := lockDir(opts.Dir)
 	if err != nil {
