@@ -53,6 +53,7 @@ func TestClusterLearnsOwnership(t *testing.T) {
 	ppid := psys.Root.Spawn(pa.Props(8192))
 	defer func() { _ = psys.Root.PoisonFuture(ppid).Wait() }()
 	psys.Root.Send(ppid, planner.Nodes{Names: names, MembershipEpoch: 1})
+	beats := NewHeartbeatSender(psys.Root)
 
 	var nodes []*Node
 	for i, name := range names {
@@ -66,7 +67,7 @@ func TestClusterLearnsOwnership(t *testing.T) {
 		nc.Coordinators = 4
 		nc.Logger = slog.New(slog.DiscardHandler)
 		nc.Ownership = &OwnershipConfig{Names: names, Transport: net, HeartbeatEvery: 50 * time.Millisecond,
-			Heartbeat: func(s *messages.AccessSummary) { psys.Root.Send(ppid, s) }}
+			Heartbeat: func(s *messages.AccessSummary, reply func(*messages.LeaseGrant)) { beats.Send(ppid, s, reply) }}
 		n, err := NewNode(nc, dev, layout, wl)
 		if err != nil {
 			t.Fatal(err)

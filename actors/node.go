@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/aura-runtime/aura/actors/cohort"
+	"github.com/aura-runtime/aura/actors/owner"
 	"github.com/aura-runtime/aura/control"
 	"github.com/aura-runtime/aura/messages"
 	"github.com/aura-runtime/aura/occ"
@@ -302,6 +303,15 @@ func (n *Node) OwnerMapEpoch() uint64 {
 	n.own.mu.Lock()
 	defer n.own.mu.Unlock()
 	return n.own.asm.Installed().Epoch
+}
+
+// Lease returns the state of the node's owner lease; false when the node
+// has none (no owner path, or no planner: OwnershipConfig.Heartbeat nil).
+func (n *Node) Lease() (owner.LeaseState, bool) {
+	if n.own == nil || n.own.lease == nil {
+		return owner.LeaseState{}, false
+	}
+	return n.own.lease.State(), true
 }
 
 // Name returns the node's name.

@@ -51,9 +51,15 @@ type OwnershipConfig struct {
 	// HeartbeatEvery is the period of the profiler's summaries (and of the
 	// retirement of drained cohorts). Default 100 ms (the planner's tick).
 	HeartbeatEvery time.Duration
-	// Heartbeat receives each summary (for example: send it to the
-	// planner's PID). nil: summaries are dropped.
-	Heartbeat func(*messages.AccessSummary)
+	// Heartbeat receives each summary, to send to the planner as a request
+	// whose answer, a LeaseGrant, it passes to reply (from any goroutine;
+	// at most once; not at all if none came). Heartbeat must not block on
+	// the answer: it is called on the node's profiler loop. With Heartbeat
+	// set, the node's owner lock grants are bounded by the owner lease the
+	// planner's answers renew (owner.NodeConfig.Lease; package owner,
+	// "Owner leases"); without it the node has no planner (a fixed map),
+	// summaries are dropped and no lease bounds its cohorts.
+	Heartbeat func(s *messages.AccessSummary, reply func(*messages.LeaseGrant))
 	// MaxManifestBytes caps an OwnerMap manifest (0: the manifest package's
 	// default, 900 KiB).
 	MaxManifestBytes int
@@ -104,6 +110,9 @@ type ownership struct {
 	res   *rosterResolver
 	onode *owner.Node
 	start time.Time
+	// lease is the node's owner lease (nil without a planner), renewed by
+	// the answers to its heartbeats.
+	lease *owner.Lease
 	// activator is the node's cohort activator (package actors/cohort),
 	// told through root to Sync after every change of the owned cohorts;
 	// nil when the node runs without actors (tests of this file).
@@ -190,6 +199,10 @@ func newOwnership(cfg OwnershipConfig, self string, wl workload.Workload) (*owne
 	o.res = newRosterResolver(self, slices.Clone(cfg.Names))
 	oc := cfg.Owner
 	oc.Self = self
+	if cfg.Heartbeat != nil {
+		o.lease = &owner.Lease{}
+		oc.Lease = o.lease
+	}
 	if o.onode, err = owner.NewNode(oc, o.svc, o.res, cfg.Transport); err != nil {
 		return nil, err
 	}
@@ -260,8 +273,21 @@ func (o *ownership) run() {
 			o.syncActivations()
 		}
 		if o.cfg.Heartbeat != nil {
-			o.cfg.Heartbeat(s)
+			o.cfg.Heartbeat(s, o.leaseReply(time.Now()))
 		}
+	}
+}
+
+// leaseReply returns the callback that applies the planner's answer to a
+// heartbeat sent at sent to the node's owner lease.
+func (o *ownership) leaseReply(sent time.Time) func(*messages.LeaseGrant) {
+	return func(g *messages.LeaseGrant) {
+		if g == nil || !g.GetGranted() {
+			o.lease.Refuse()
+			return
+		}
+		d := time.Duration(min(g.GetLeaseMicros(), uint64(owner.MaxLease/time.Microsecond))) * time.Microsecond
+		o.lease.Grant(g.GetPlanner(), sent, d)
 	}
 }
 

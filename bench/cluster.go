@@ -125,8 +125,8 @@ func startCluster(ctx context.Context, cfg Config, layout *store.Layout, cen *ce
 			if c.ppid != nil {
 				// The profiler's summary every tick is the planner's only
 				// input, as on a real node (SPEC §5).
-				root, pid := c.psys.Root, c.ppid
-				oc.Heartbeat = func(s *messages.AccessSummary) { root.Send(pid, s) }
+				beats, pid := actors.NewHeartbeatSender(c.psys.Root), c.ppid
+				oc.Heartbeat = func(s *messages.AccessSummary, reply func(*messages.LeaseGrant)) { beats.Send(pid, s, reply) }
 			}
 			ncfg.Ownership = oc
 		}

@@ -650,6 +650,99 @@ func (x *KgHome) GetHomeCounts() []uint64 {
 	return nil
 }
 
+// LeaseGrant is the planner's reply to an ACCESS_SUMMARY sent as a request:
+// the sender's owner lease (actors/owner, "Owner leases"). While its lease
+// is valid a node may grant locks of its cohorts by plain WRITE over lock
+// words its table marked; without one it sets every lock word by CAS. The
+// planner moves a silent node's cohorts only after every lease it granted
+// that node has run out, so a node cut off from the planner cannot WRITE
+// over a lock word a new owner took.
+type LeaseGrant struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The granting planner's node name.
+	Planner string `protobuf:"bytes,1,opt,name=planner,proto3" json:"planner,omitempty"`
+	// True: the lease runs lease_micros from when the summary was sent (by
+	// the sender's clock). False: no lease (reason says why); a lease granted
+	// earlier runs out as it would.
+	Granted bool `protobuf:"varint,2,opt,name=granted,proto3" json:"granted,omitempty"`
+	// Length of the lease in microseconds.
+	LeaseMicros uint64 `protobuf:"varint,3,opt,name=lease_micros,json=leaseMicros,proto3" json:"lease_micros,omitempty"`
+	// The planner's published OwnerMap epoch when it answered.
+	Epoch uint64 `protobuf:"varint,4,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// Why the lease was refused: "no quorum" (the planner sees at most half
+	// of the known compute nodes), "stale map" (the sender has not installed
+	// the map that was current when it came back), "not live" (the planner's
+	// membership does not list the sender). Empty when granted.
+	Reason        string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeaseGrant) Reset() {
+	*x = LeaseGrant{}
+	mi := &file_aura_v1_heartbeat_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaseGrant) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaseGrant) ProtoMessage() {}
+
+func (x *LeaseGrant) ProtoReflect() protoreflect.Message {
+	mi := &file_aura_v1_heartbeat_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaseGrant.ProtoReflect.Descriptor instead.
+func (*LeaseGrant) Descriptor() ([]byte, []int) {
+	return file_aura_v1_heartbeat_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *LeaseGrant) GetPlanner() string {
+	if x != nil {
+		return x.Planner
+	}
+	return ""
+}
+
+func (x *LeaseGrant) GetGranted() bool {
+	if x != nil {
+		return x.Granted
+	}
+	return false
+}
+
+func (x *LeaseGrant) GetLeaseMicros() uint64 {
+	if x != nil {
+		return x.LeaseMicros
+	}
+	return 0
+}
+
+func (x *LeaseGrant) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *LeaseGrant) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 var File_aura_v1_heartbeat_proto protoreflect.FileDescriptor
 
 const file_aura_v1_heartbeat_proto_rawDesc = "" +
@@ -707,7 +800,14 @@ const file_aura_v1_heartbeat_proto_rawDesc = "" +
 	"\x06KgHome\x12\x0e\n" +
 	"\x02kg\x18\x01 \x01(\x04R\x02kg\x12\x1f\n" +
 	"\vhome_counts\x18\x02 \x03(\x04R\n" +
-	"homeCountsB'Z%github.com/aura-runtime/aura/messagesb\x06proto3"
+	"homeCounts\"\x91\x01\n" +
+	"\n" +
+	"LeaseGrant\x12\x18\n" +
+	"\aplanner\x18\x01 \x01(\tR\aplanner\x12\x18\n" +
+	"\agranted\x18\x02 \x01(\bR\agranted\x12!\n" +
+	"\flease_micros\x18\x03 \x01(\x04R\vleaseMicros\x12\x14\n" +
+	"\x05epoch\x18\x04 \x01(\x04R\x05epoch\x12\x16\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reasonB'Z%github.com/aura-runtime/aura/messagesb\x06proto3"
 
 var (
 	file_aura_v1_heartbeat_proto_rawDescOnce sync.Once
@@ -721,7 +821,7 @@ func file_aura_v1_heartbeat_proto_rawDescGZIP() []byte {
 	return file_aura_v1_heartbeat_proto_rawDescData
 }
 
-var file_aura_v1_heartbeat_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_aura_v1_heartbeat_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_aura_v1_heartbeat_proto_goTypes = []any{
 	(*AccessSummary)(nil), // 0: aura.v1.AccessSummary
 	(*NodeWeight)(nil),    // 1: aura.v1.NodeWeight
@@ -730,6 +830,7 @@ var file_aura_v1_heartbeat_proto_goTypes = []any{
 	(*LockStats)(nil),     // 4: aura.v1.LockStats
 	(*KgCount)(nil),       // 5: aura.v1.KgCount
 	(*KgHome)(nil),        // 6: aura.v1.KgHome
+	(*LeaseGrant)(nil),    // 7: aura.v1.LeaseGrant
 }
 var file_aura_v1_heartbeat_proto_depIdxs = []int32{
 	1, // 0: aura.v1.AccessSummary.nodes:type_name -> aura.v1.NodeWeight
@@ -756,7 +857,7 @@ func file_aura_v1_heartbeat_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_aura_v1_heartbeat_proto_rawDesc), len(file_aura_v1_heartbeat_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   7,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

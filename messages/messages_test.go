@@ -102,6 +102,7 @@ func testCases() []testCase {
 			FallbackCas: []*KgCount{{Kg: 5, Count: 10}, {Kg: 6, Count: 3}}}},
 		{"KgCount", &KgCount{Kg: 77, Count: 12}},
 		{"KgHome", &KgHome{Kg: 77, HomeCounts: []uint64{0, 12, 3, 0, 1}}},
+		{"LeaseGrant", &LeaseGrant{Planner: "cn-0", Granted: true, LeaseMicros: 1_000_000, Epoch: 42, Reason: "-"}},
 
 		// owner.proto
 		{"LockRequest", &LockRequest{TxnId: 99, CohortId: 7, Epoch: 41, Records: []*RecordRef{rec(1, 2), rec(1, 3)},

@@ -28,9 +28,10 @@
 // OwnerMap subscription and the migration participant that call Install /
 // Reconfigure / Freeze / Fence / Thaw / Retire are package actors'; the
 // migration driver is control/transfer's TransferController, run by the
-// planner (it is what makes assumption A1 below hold). Not written yet: a repair sweep for lock words left
-// held by crashed holders, and a lease on holders of active cohorts (see
-// "Limits" below).
+// planner (it is what makes assumption A1 below hold), with the owner
+// leases of package actors/planner. Not written yet: a repair sweep for
+// lock words left held by crashed holders, and a lease on holders of active
+// cohorts (see "Limits" below).
 //
 // # Lock words: mark once, then grant locally
 //
@@ -105,10 +106,14 @@
 // Assumptions. (A1) A cohort activation (c,e) is installed at the epoch e of
 // the first OwnerMap that places c on its owner, and a map that no longer
 // places it (or places it elsewhere) is published only after (c,e) was
-// frozen and drained or fenced (the migration protocol, SPEC §6). (A2)
-// OwnerMaps with the same epoch are equal. (A3) A plain WRITE posted by a
-// grantee reaches the memory node within 3/4 of the owner's drain deadline
-// (see "Fencing and the WRITE lease").
+// frozen and drained or fenced (the migration protocol, SPEC §6) — or, when
+// its owner stopped answering, only after every owner lease that owner was
+// granted ran out, and the owner installs a newer map before it is granted
+// another (see "Owner leases": the lemma below then holds for the grants
+// made under a lease, the only ones that use marks). (A2) OwnerMaps with
+// the same epoch are equal. (A3) A plain WRITE posted by a grantee reaches
+// the memory node within 3/4 of the owner's drain deadline (see "Fencing
+// and the WRITE lease").
 //
 // Lemma (marks are true). While (c,e) is active in owner N's table and has
 // slot A marked, the word of A is changed only by grantees of N's table
@@ -239,6 +244,52 @@
 // Fence comes a full drain deadline after the freeze, a WRITE that reaches
 // the memory node within the remaining 3/4 of the deadline (A3) lands before
 // any takeover.
+//
+// # Owner leases
+//
+// A node nobody can reach cannot be frozen: cut off from the planner (a
+// network partition, or a pause), it still believes it owns its cohorts,
+// while the planner, seeing it gone, gives them to others. Its grants by
+// CAS stay safe — the lock word arbitrates them against the new owner's —
+// but a grant by plain WRITE over a slot its table marked would overwrite
+// whatever the new owner set. So a node WRITEs only under an owner lease
+// (NodeConfig.Lease), and the planner (package actors/planner, lease.go)
+// moves a silent node's cohorts only after that lease ran out:
+//
+//   - Every heartbeat a node sends is a request; the planner answers it
+//     with a lease of Config.Lease (1 s) counted, on the node, from when
+//     the heartbeat was sent. Grant and Locker read the node's clock.
+//   - A grant WRITEs only if the lease was valid when its table was asked
+//     (Locker.ask records it), within the WRITE lease of the asking; so the
+//     node's last WRITE is posted before its lease's end plus the WRITE
+//     lease, and lands within A3's bound.
+//   - The planner records when it granted each node, and publishes no map
+//     while a departed node whose cohorts the current map places was
+//     granted a lease less than Lease + Lease/4 + one drain deadline ago
+//     (since the planner started, for leases another planner may have
+//     granted). The node's lease started before the planner's grant (it
+//     counts from the heartbeat's sending), so it ended first unless the
+//     two clocks' rates differ by more than a quarter.
+//   - The planner answers only while the live compute nodes are a strict
+//     majority of the known ones (live, its roster, and the roster
+//     installed on its node), and publishes nothing otherwise: a planner
+//     cut off with a minority cannot renew leases or give out cohorts and
+//     epochs the majority's planner also gives out (A2).
+//   - A node that comes back gets no lease until it has installed the map
+//     that was current when it did (the planner compares the heartbeat's
+//     ownermap_epoch): that map froze the cohorts moved while it was away,
+//     so its stale marks are never used again.
+//
+// Without a lease a node keeps serving its cohorts (every grant CASes: one
+// atomic per lock, as on the MN CAS path) until its map moves them.
+// Residual assumption: two planners grant at once only while membership
+// views disagree on which node hosts the planner (cluster.PlannerNode); a
+// planner that started less than a lease ago may not know what the other
+// granted, and waits one LeaseWait from its start before moving a departed
+// node's cohorts. A node with no planner (a fixed map: NodeConfig.Lease
+// nil) has no lease and is never moved without its acknowledgement.
+// TestOwnerLeaseGatesWrites, TestPlannerLeases, TestPlannerNeedsAMajority
+// and the partition fault scenarios check this.
 //
 // # Cost
 //

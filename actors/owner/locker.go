@@ -95,6 +95,13 @@ type NodeConfig struct {
 	// (the expected values of its owner-path CASes); default 1<<16, cleared
 	// when full.
 	HintEntries int
+	// Lease is the node's owner lease, renewed by the planner's answers to
+	// its heartbeats (see "Owner leases" in the package documentation): a
+	// grant WRITEs a marked lock word only if the lease was valid when its
+	// table was asked, and takes over another cohort's sentinel only then.
+	// nil: the node's cohorts are never moved without its acknowledgement
+	// (a fixed map with no planner, or a test), so no lease bounds them.
+	Lease *Lease
 }
 
 func (c NodeConfig) withDefaults() NodeConfig {
@@ -250,9 +257,11 @@ type ownerGrant struct {
 	epoch   uint64
 	already bool
 	// marked: the owner's table knows the word is this activation's
-	// sentinel (local grants only); asked is when the table was asked.
+	// sentinel (local grants only); asked is when the table was asked,
+	// and leased whether the node's owner lease was valid then.
 	marked bool
 	asked  time.Time
+	leased bool
 	// from: the free sentinel of another cohort of the same table whose
 	// mark the table moved to this grant (AcquireReply.Taken; local grants
 	// only): the expected value of the grant's CAS.
@@ -381,6 +390,7 @@ func (l *Locker) ask(ctx context.Context, reqs []occ.LockRequest, res []occ.Lock
 	}
 	id := l.n.reqID.Add(1)
 	asked := time.Now()
+	leased := l.n.cfg.Lease == nil || l.n.cfg.Lease.ValidAt(asked)
 	var rep AcquireReply
 	if g.route.Local {
 		r, err := l.n.svc.Acquire(AcquireRequest{Cohort: g.route.Cohort, Epoch: g.route.Epoch, Holder: g.tag,
@@ -426,7 +436,7 @@ func (l *Locker) ask(ctx context.Context, reqs []occ.LockRequest, res []occ.Lock
 			}
 			held[j] = true
 			out = append(out, ownerGrant{i: idx[j], route: g.route, epoch: rep.Epoch, already: already[j],
-				marked: marked[j], asked: asked, from: taken[j]})
+				marked: marked[j], asked: asked, leased: leased, from: taken[j]})
 		}
 		for j, i := range idx {
 			if !held[j] {
@@ -567,8 +577,10 @@ func (l *Locker) lockWords(ctx context.Context, reqs []occ.LockRequest, res []oc
 				g := gs[k]
 				q := &reqs[g.i]
 				held := Sentinel(g.route.Cohort, g.epoch, true)
-				if write[k] && time.Since(g.asked) >= l.n.cfg.WriteLease {
-					write[k] = false // past the lease: CAS from the free sentinel
+				if write[k] && (!g.leased || time.Since(g.asked) >= l.n.cfg.WriteLease) {
+					// Past the WRITE lease, or asked without an owner
+					// lease: CAS from the free sentinel.
+					write[k] = false
 					expect[k] = Sentinel(g.route.Cohort, g.epoch, false)
 				}
 				if write[k] {
@@ -714,7 +726,7 @@ func (l *Locker) retired(w uint64, r Route, e uint64) (ok bool, atLeast uint64) 
 // activation of c' elsewhere at an epoch ≤ the map's was retired before
 // that map was published, A1).
 func (l *Locker) takeable(w uint64, g ownerGrant) bool {
-	if !g.route.Owned || SentinelCohort(w) == uint64(g.route.Cohort)&cohortMask ||
+	if !g.route.Owned || !g.leased || SentinelCohort(w) == uint64(g.route.Cohort)&cohortMask ||
 		l.n.cfg.WriteLease <= 0 || time.Since(g.asked) >= l.n.cfg.WriteLease {
 		return false
 	}

@@ -433,3 +433,62 @@ func (c *cluster) setSlotWord(t testing.TB, addr, w uint64) {
 		t.Fatal(err, rdma.FirstError(cs))
 	}
 }
+
+// TestOwnerLeaseGatesWrites: a node grants by plain WRITE only while its
+// owner lease runs (the planner may move its cohorts once it ran out); with
+// none, or an expired one, every grant sets the lock word by CAS, which any
+// new owner's CAS is arbitrated against.
+func TestOwnerLeaseGatesWrites(t *testing.T) {
+	c := verbCluster(t)
+	co0 := c.coordinator(0)
+	keys := []uint64{0, 8, 16} // key group 0: cohort 1, LOCAL on cn-0
+	lease := &Lease{}
+	c.nodes[0].cfg.Lease = lease
+	run := func(what string, wantCAS uint64) {
+		t.Helper()
+		writes := c.nodes[0].Stats.WordWrites.Load()
+		cnt, dev := bump(t, c, co0, keys)
+		if cnt.LocksLocal != uint64(len(keys)) || cnt.MNCAS != wantCAS || dev.CAS != wantCAS {
+			t.Fatalf("%s: want %d CAS, got occ %+v, memory node %d CAS", what, wantCAS, cnt, dev.CAS)
+		}
+		if got := c.nodes[0].Stats.WordWrites.Load() - writes; got != uint64(len(keys))-wantCAS {
+			t.Fatalf("%s: %d word writes, want %d", what, got, uint64(len(keys))-wantCAS)
+		}
+	}
+	n := uint64(len(keys))
+	run("never leased: first grants", n)
+	run("never leased: marked records still CAS", n)
+	lease.Grant("cn-0", time.Now(), time.Minute)
+	run("leased: marked records WRITE", 0)
+	expired := &Lease{}
+	expired.Grant("cn-0", time.Now().Add(-2*time.Second), time.Second)
+	c.nodes[0].cfg.Lease = expired
+	run("lease ran out", n)
+	for _, k := range keys {
+		if w := c.lockWord(t, k); w != Sentinel(1, 1, false) {
+			t.Fatalf("key %d: lock word %#x, want the free sentinel", k, w)
+		}
+	}
+	if st := lease.State(); st.Grants != 1 || st.Planner != "cn-0" || !st.Until.After(time.Now()) {
+		t.Fatalf("lease state %+v", st)
+	}
+}
+
+// TestLeaseNeverShortens: a grant for an older heartbeat answered late
+// does not cut a lease a newer one extended; refusals leave it running.
+func TestLeaseNeverShortens(t *testing.T) {
+	var l Lease
+	t0 := time.Now()
+	if l.ValidAt(t0) {
+		t.Fatal("the zero lease is valid")
+	}
+	l.Grant("p1", t0, time.Second)
+	l.Grant("p2", t0.Add(-500*time.Millisecond), time.Second) // late answer to an older heartbeat
+	l.Refuse()
+	if !l.ValidAt(t0.Add(999*time.Millisecond)) || l.ValidAt(t0.Add(time.Second)) {
+		t.Fatalf("lease until %v, want %v", l.State().Until, t0.Add(time.Second))
+	}
+	if st := l.State(); st.Planner != "p1" || st.Grants != 2 || st.Refusals != 1 {
+		t.Fatalf("state %+v", st)
+	}
+}

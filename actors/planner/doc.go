@@ -30,6 +30,12 @@
 //     runs on a goroutine of its own, at most one at a time, on a snapshot
 //     that shares no memory with the loop; the next tick adopts the result
 //     if its region is unchanged (Status.Refines, MaxTickMicros).
+//   - Owner leases (lease.go): every heartbeat sent as a request is
+//     answered with a LeaseGrant; a departed node's cohorts move only once
+//     every lease it was granted ran out, leases go only to nodes holding
+//     the map current when they (re)appeared, and a planner that sees no
+//     majority of the known compute nodes publishes nothing and grants no
+//     lease.
 //   - The planner's state is soft: a planner started elsewhere rebuilds the
 //     graph from heartbeats within a few ticks (the cluster runtime decides
 //     where it runs; see "Taking over").

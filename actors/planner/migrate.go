@@ -186,7 +186,7 @@ func (a *Actor) onMigrationDone(ctx actor.Context, d migrationDone) {
 // the migrations' outcomes applied, and collects finished records.
 func (a *Actor) afterTransferStep(ctx actor.Context) {
 	defer a.armTransferTimer(ctx)
-	if a.staged != nil && a.xfer.Settled() {
+	if a.staged != nil && a.xfer.Settled() && a.mayPublish() {
 		m := a.applyOutcomes(a.staged)
 		a.staged = nil
 		loopMap := *m // the loop's epochs are the published ones less the base

@@ -12,6 +12,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/aura-runtime/aura/actors/owner"
 	"github.com/aura-runtime/aura/control"
 	"github.com/aura-runtime/aura/control/cohortgen"
 	"github.com/aura-runtime/aura/control/ownership"
@@ -65,6 +66,14 @@ type Config struct {
 	// Name). Used when the Pusher is also a Migrator; default
 	// transfer.DefaultConfig.
 	Transfer transfer.Config
+	// Lease is the owner lease granted with each answered heartbeat (see
+	// lease.go and package actors/owner, "Owner leases"). A departed
+	// node's cohorts move Lease + Lease/4 + one drain deadline after its
+	// last grant, so it is the price of a crash in time to recovery; it
+	// must outlast a few heartbeat periods, or a node loses its lease (and
+	// its WRITE path) between two answers. Default 1 s (ten heartbeats at
+	// the default period); at most owner.MaxLease.
+	Lease time.Duration
 }
 
 // DefaultConfig returns the defaults documented on Config.
@@ -77,7 +86,7 @@ func DefaultConfig(name string, nodes int) Config {
 	loop.Cohorts.RefineInline = false
 	return Config{Name: name, Loop: loop, Tick: 100 * time.Millisecond,
 		ChunkBytes: DefaultChunkBytes, PushTimeout: 2 * time.Second, MaxHeartbeatsPerTick: 1024, StartupTicks: 10,
-		Transfer: defaultTransfer(name)}
+		Transfer: defaultTransfer(name), Lease: time.Second}
 }
 
 // defaultTransfer is transfer.DefaultConfig with a 5 ms drain budget: a
@@ -104,6 +113,9 @@ func (c Config) Validate() error {
 	if c.ChunkBytes < 1 || c.PushTimeout <= 0 || c.MaxHeartbeatsPerTick < 1 {
 		errs = append(errs, fmt.Errorf("planner: ChunkBytes %d, PushTimeout %v, MaxHeartbeatsPerTick %d must be positive",
 			c.ChunkBytes, c.PushTimeout, c.MaxHeartbeatsPerTick))
+	}
+	if c.Lease < 10*time.Millisecond || c.Lease > owner.MaxLease {
+		errs = append(errs, fmt.Errorf("planner: Lease %v, want 10ms to %v", c.Lease, owner.MaxLease))
 	}
 	if c.StartupTicks < 0 {
 		errs = append(errs, fmt.Errorf("planner: StartupTicks %d must not be negative", c.StartupTicks))
@@ -133,6 +145,13 @@ type Nodes struct {
 	// and the planner moves theirs to the others (migrations, so they are
 	// drained and handed off before the node goes).
 	Leaving []string
+	// Known are the compute nodes of the roster installed on the
+	// planner's own node (the last map it acknowledged, whoever published
+	// it). They count, with the live nodes and the planner's roster, in
+	// the majority the planner needs to publish and grant leases: a
+	// planner started on a node cut off from most of the cluster knows
+	// from it that it is in a minority (see lease.go).
+	Known []string
 }
 
 // Status is the planner's state, returned for a GetStatus request.
@@ -186,6 +205,15 @@ type Status struct {
 	// GraphNodes and GraphEdges are the access graph's key groups and
 	// edges after the last tick.
 	GraphNodes, GraphEdges int
+	// Quorum: the live nodes are a majority of the known ones (the
+	// planner publishes and grants leases only then); NoQuorumTicks
+	// counts the times it could not publish for want of one. LeaseGrants and LeaseRefusals count the
+	// answers to heartbeats; LeaseHolds the times a new map waited for a
+	// departed node's lease to run out (see lease.go).
+	Quorum                     bool
+	NoQuorumTicks              uint64
+	LeaseGrants, LeaseRefusals uint64
+	LeaseHolds                 uint64
 }
 
 // GetStatus asks the actor for its Status.
@@ -271,6 +299,15 @@ type Actor struct {
 	resetEpoch uint64
 	quietUntil int64
 
+	// Owner leases (lease.go): granted is when this planner last granted
+	// each node a lease (planner micros; kept after the node departs until
+	// the lease ran out), joinEpoch the published epoch when each live
+	// node last became live (it gets no lease before installing it).
+	granted         map[string]int64
+	joinEpoch       map[string]uint64
+	noQuorumLogged  bool
+	leaseHeldLogged string
+
 	// decisions and migrations are the operator's history (decisions.go).
 	decisions  ring[Decision]
 	migrations ring[MigrationRecord]
@@ -305,6 +342,7 @@ func NewActor(cfg Config, pusher Pusher) (*Actor, error) {
 		unslotted: map[string]bool{}, seen: map[string]uint64{}, migrator: migrator, t0: time.Now(),
 		inlineMigrator: inlineMigrator, inlinePusher: inlinePusher,
 		installEpoch: map[control.CohortID]uint64{}, decisions: newRing[Decision](MaxDecisions),
+		granted: map[string]int64{}, joinEpoch: map[string]uint64{},
 		migrations: newRing[MigrationRecord](MaxMigrationRecords)}
 	if migrator != nil {
 		// Migration ids only need to differ from a previous planner's
@@ -351,6 +389,9 @@ func (a *Actor) Receive(ctx actor.Context) {
 			a.stop = nil
 		}
 	case *messages.AccessSummary:
+		// The lease is answered even when the summary is dropped: a
+		// flood of heartbeats must not cost the senders their leases.
+		a.answerLease(ctx, m)
 		if a.beats >= a.cfg.MaxHeartbeatsPerTick {
 			a.status.Dropped++
 			return
@@ -405,6 +446,7 @@ func (a *Actor) snapshot() Status {
 	st.FreezeMicros = slices.Clone(a.freezeMicros)
 	st.DrainMicros = slices.Clone(a.drainMicros)
 	st.Refining = a.inflight != nil
+	st.Quorum = a.quorum()
 	return st
 }
 
@@ -415,7 +457,7 @@ func dropGone[V any](m map[string]V, live map[string]bool) {
 
 func (a *Actor) setNodes(ctx actor.Context, n Nodes) {
 	a.nodes = Nodes{Names: append([]string(nil), n.Names...), MembershipEpoch: n.MembershipEpoch, Unsettled: n.Unsettled,
-		Leaving: slices.Clone(n.Leaving)}
+		Leaving: slices.Clone(n.Leaving), Known: slices.Clone(n.Known)}
 	a.status.MembershipEpoch = n.MembershipEpoch
 	was := maps.Clone(a.live)
 	clear(a.live)
@@ -439,6 +481,15 @@ func (a *Actor) setNodes(ctx actor.Context, n Nodes) {
 	dropGone(a.pending, a.live)
 	dropGone(a.have, a.live)
 	dropGone(a.seen, a.live)
+	dropGone(a.joinEpoch, a.live)
+	for name := range a.live {
+		if !was[name] {
+			// Maps published while it was away moved its cohorts
+			// without its acknowledgement: no lease before it has
+			// installed the current one (lease.go).
+			a.joinEpoch[name] = a.status.Epoch
+		}
+	}
 	// A node that joined since the current epoch was published gets it now
 	// (in full: it has no base), so it routes by the same map as everyone
 	// else; the next epoch waits for it like for every live node. Not
@@ -585,6 +636,11 @@ func (a *Actor) onTick(ctx actor.Context) {
 	}
 	if len(a.live) == 0 {
 		return // no node known yet: nothing to publish to
+	}
+	a.pruneGrants(a.nowMicros())
+	if !a.mayPublish() {
+		a.status.Deferred++
+		return
 	}
 	if !a.started {
 		if a.waited < a.cfg.StartupTicks && len(a.seen) < len(a.live) {

@@ -37,12 +37,13 @@ type fakeCluster struct {
 	mute    map[string]bool
 	maps    map[string][]*control.OwnerMap // installed maps, in order
 	rosters map[string][][]string          // the roster installed with each
+	at      map[string][]time.Time         // when each was installed
 	chunk   map[string]int                 // pushes received
 }
 
 func newFakeCluster(names ...string) *fakeCluster {
 	c := &fakeCluster{asm: map[string]*Assembler{}, mute: map[string]bool{}, maps: map[string][]*control.OwnerMap{},
-		rosters: map[string][][]string{}, chunk: map[string]int{}}
+		rosters: map[string][][]string{}, chunk: map[string]int{}, at: map[string][]time.Time{}}
 	for _, n := range names {
 		c.asm[n] = NewAssembler(0)
 	}
@@ -72,6 +73,7 @@ func (c *fakeCluster) Push(ctx context.Context, node string, p *messages.OwnerMa
 	case m != nil:
 		c.maps[node] = append(c.maps[node], m)
 		c.rosters[node] = append(c.rosters[node], a.Roster())
+		c.at[node] = append(c.at[node], time.Now())
 	}
 	ack.InstalledEpoch = a.Installed().Epoch
 	ack.InstalledPlanner = a.InstalledFrom()

@@ -129,9 +129,10 @@ func TestFaultPartition(t *testing.T) {
 
 // TestFaultPartitionFromPeers: as TestFaultPartition, but only the other
 // nodes lose cn-3: the client still reaches it and sends it transactions.
-// Cut off, cn-3 hosts a planner of its own and may give itself cohorts
-// while the majority's planner gives its old cohorts to the others — the
-// case the epoch fencing and owner sentinels (I1, I4) are for.
+// Cut off, cn-3 hosts a planner of its own, which sees no majority and
+// must publish nothing, and cn-3 must lose its owner lease while the
+// majority's planner gives its old cohorts to the others — the case owner
+// leases, epoch fencing and owner sentinels (I1, I2, I4) are for.
 func TestFaultPartitionFromPeers(t *testing.T) {
 	skipFaults(t, false)
 	runFault(t, "partition-from-peers", 3, func(c *faultCluster, lc *bankLoad, tm faultTimes) {
@@ -164,7 +165,17 @@ func partition(t *testing.T, c *faultCluster, tm faultTimes, all bool) {
 		}
 	}
 	cut(netfault.Drop, false)
-	time.Sleep(tm.fault)
+	cutAt := time.Now()
+	// Cut off, cn-3 must lose its owner lease (no planner with a majority
+	// answers it) and then grant by CAS only: poll its metrics through
+	// the cut for the first time its lease reads zero.
+	var lapsed time.Duration
+	for time.Since(cutAt) < tm.fault {
+		if m, err := metricsOf(cn3); err == nil && lapsed == 0 && m["aura_owner_lease_seconds"] == 0 {
+			lapsed = time.Since(cutAt)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	cut(netfault.Pass, true)
 	failed := slices.ContainsFunc(w.lines(), memberEvent("fail", "cn-3"))
 	// Cut off, cn-3 sees the others fail and hosts a planner of its own:
@@ -172,13 +183,23 @@ func partition(t *testing.T, c *faultCluster, tm faultTimes, all bool) {
 	own := slices.ContainsFunc(w3.lines(), func(l string) bool {
 		return strings.Contains(l, `msg="planner placed"`) && strings.Contains(l, "on=cn-3")
 	})
-	owned := slices.ContainsFunc(w3.lines(), published(func(_, owned string) bool { return namesNode(owned, "cn-3") }))
+	// Its planner is in a minority (one of the three nodes its map names):
+	// it must publish nothing, or it would give out cohorts and epochs the
+	// majority's planner gives out too.
+	minority := slices.ContainsFunc(w3.lines(), func(l string) bool { return strings.Contains(l, "no majority of the known compute nodes") })
+	publishedOwn := slices.ContainsFunc(w3.lines(), func(l string) bool { return strings.Contains(l, `msg="epoch published"`) })
+	if publishedOwn {
+		t.Errorf("cut off, cn-3 published an OwnerMap of its own")
+	}
+	if lapsed == 0 {
+		t.Errorf("cn-3's owner lease did not run out during the %v cut", tm.fault)
+	}
 	who := "the other nodes and the client"
 	if !all {
 		who = "the other nodes (the client still reaches it)"
 	}
-	c.inject("blackholed cn-3 from %s both ways (remote, gossip udp+tcp) for %v, healed; cn-1 declared cn-3 failed: %v; cn-3 hosted its own planner: %v, which gave it cohorts: %v",
-		who, tm.fault, failed, own, owned)
+	c.inject("blackholed cn-3 from %s both ways (remote, gossip udp+tcp) for %v, healed; cn-1 declared cn-3 failed: %v; cn-3's lease ran out %v into the cut; cn-3 hosted its own planner: %v, which saw no majority: %v and published nothing: %v",
+		who, tm.fault, failed, lapsed.Round(100*time.Millisecond), own, minority, !publishedOwn)
 }
 
 // TestFaultSlowNode: cn-2 is slow for the fault time: every remote

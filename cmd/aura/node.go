@@ -394,7 +394,7 @@ func runNode(ctx context.Context, f *nodeFlags, stdout, stderr io.Writer) error 
 		return err
 	}
 	pl := &plannerHost{self: f.name, order: f.plannerOrder, maxNodes: f.maxNodes, settle: f.settle, sys: sys, mem: mem, book: book,
-		tick: f.tick, log: log}
+		tick: f.tick, log: log, beats: actors.NewHeartbeatSender(sys.Root)}
 	ncfg := actors.DefaultNodeConfig(f.name)
 	ncfg.ID = id
 	ncfg.Coordinators = f.coordinators
@@ -411,6 +411,10 @@ func runNode(ctx context.Context, f *nodeFlags, stdout, stderr io.Writer) error 
 	node, err := actors.NewNode(ncfg, dev, layout, wl)
 	if err != nil {
 		return err
+	}
+	pl.known = func() []string {
+		_, roster := node.InstalledMap()
+		return roster
 	}
 	ep := &txnEndpoint{node: node, slots: make(chan struct{}, f.maxInFlight)}
 	if _, err := sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return ep },
@@ -643,6 +647,11 @@ type plannerHost struct {
 	tick     time.Duration
 	log      *slog.Logger
 
+	beats *actors.HeartbeatSender
+	// known returns the roster of the map installed on this node (Nodes
+	// .Known: a planner started here counts its majority over it too).
+	known func() []string
+
 	mu     sync.Mutex
 	leader string
 	pid    *actor.PID
@@ -672,8 +681,9 @@ func askPlanner[T any](p *plannerHost, msg any, timeout time.Duration) (T, bool)
 	return v, true
 }
 
-// heartbeat sends a summary to the current planner.
-func (p *plannerHost) heartbeat(s *messages.AccessSummary) {
+// heartbeat sends a summary to the current planner, which answers with
+// the node's owner lease.
+func (p *plannerHost) heartbeat(s *messages.AccessSummary, reply func(*messages.LeaseGrant)) {
 	p.mu.Lock()
 	leader := p.leader
 	p.mu.Unlock()
@@ -684,7 +694,7 @@ func (p *plannerHost) heartbeat(s *messages.AccessSummary) {
 	if !ok {
 		return
 	}
-	p.sys.Root.Send(actor.NewPID(addr, "planner"), s)
+	p.beats.Send(actor.NewPID(addr, "planner"), s, reply)
 }
 
 // placementPeriod is how often the host re-reads membership: a placement
@@ -745,7 +755,11 @@ func (p *plannerHost) step() {
 		p.pid = nil
 	}
 	if p.pid != nil {
+		var known []string
+		if p.known != nil {
+			known = slices.Clone(p.known())
+		}
 		p.sys.Root.Send(p.pid, planner.Nodes{Names: cluster.ComputeNodes(members, p.order), MembershipEpoch: epoch,
-			Unsettled: !p.mem.SettledExceptLeaves(p.settle), Leaving: cluster.LeavingNodes(members)})
+			Unsettled: !p.mem.SettledExceptLeaves(p.settle), Leaving: cluster.LeavingNodes(members), Known: known})
 	}
 }

@@ -100,6 +100,9 @@ type metricsSnapshot struct {
 	gossipRefused    uint64
 	planner          planner.Status
 	hostsPlanner     bool
+	lease            owner.LeaseState
+	leased           bool // the node has an owner lease (a planner answers its heartbeats)
+	at               time.Time
 }
 
 // newNodeMetrics returns a node's metrics. The histograms exist at once
@@ -189,6 +192,15 @@ func (m *nodeMetrics) registerGauges() {
 	g(`aura_manifest_cohorts`, func(s *metricsSnapshot) float64 { return float64(s.mapCohorts) })
 	g(`aura_manifest_bytes`, func(s *metricsSnapshot) float64 { return float64(s.manifestBytes) })
 	g(`aura_manifest_epoch_seen`, func(s *metricsSnapshot) float64 { return u(s.epochSeen) })
+	// The owner lease (package actors/owner, "Owner leases").
+	g(`aura_owner_lease_seconds`, func(s *metricsSnapshot) float64 {
+		if !s.leased || !s.lease.Until.After(s.at) {
+			return 0
+		}
+		return s.lease.Until.Sub(s.at).Seconds()
+	})
+	g(`aura_owner_lease_grants_total`, func(s *metricsSnapshot) float64 { return u(s.lease.Grants) })
+	g(`aura_owner_lease_refusals_total`, func(s *metricsSnapshot) float64 { return u(s.lease.Refusals) })
 	// Membership as this node sees it.
 	g(`aura_membership_members`, func(s *metricsSnapshot) float64 { return float64(s.members) })
 	g(`aura_membership_leaving`, func(s *metricsSnapshot) float64 { return float64(s.leaving) })
@@ -255,6 +267,15 @@ func (m *nodeMetrics) writePlanner(w io.Writer) {
 	c("aura_planner_deferred_ticks_total", st.Deferred)
 	c("aura_planner_heartbeats_total", st.Heartbeats)
 	c("aura_planner_heartbeats_dropped_total", st.Dropped)
+	quorum := uint64(0)
+	if st.Quorum {
+		quorum = 1
+	}
+	gu("aura_planner_quorum", quorum)
+	c("aura_planner_no_quorum_total", st.NoQuorumTicks)
+	c("aura_planner_lease_grants_total", st.LeaseGrants)
+	c("aura_planner_lease_refusals_total", st.LeaseRefusals)
+	c("aura_planner_lease_holds_total", st.LeaseHolds)
 	gu("aura_planner_graph_nodes", uint64(max(st.GraphNodes, 0)))
 	gu("aura_planner_graph_edges", uint64(max(st.GraphEdges, 0)))
 	gu("aura_planner_epoch", st.Epoch)
@@ -285,7 +306,9 @@ func (m *nodeMetrics) refresh() {
 	if m.verbs != nil {
 		s.verbs = m.verbs()
 	}
+	s.at = time.Now()
 	if n := m.node; n != nil {
+		s.lease, s.leased = n.Lease()
 		s.txn = n.TxnStats()
 		s.owned, s.frozen = n.CohortCounts()
 		om := n.OwnerMap()

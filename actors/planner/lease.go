@@ -1,0 +1,157 @@
+package planner
+
+import (
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/aura-runtime/aura/messages"
+)
+
+// Owner leases and quorum (package actors/owner, "Owner leases", has the
+// argument). The planner answers every heartbeat sent as a request with a
+// LeaseGrant, and:
+//
+//   - grants a lease only while it sees a strict majority of the known
+//     compute nodes (live ones, the nodes its roster names, and those of
+//     the roster installed on its own node, Nodes.Known), and only to a
+//     live node whose installed map is at least the one that was current
+//     when the node (re)appeared: a node that was away may hold cohorts the
+//     planner moved without its acknowledgement, and must freeze them
+//     before it may WRITE again;
+//   - publishes nothing without that majority (a planner cut off with a
+//     minority must not give out cohorts or epochs the majority's planner
+//     also gives out);
+//   - publishes no map while a departed node whose cohorts the current map
+//     places (or, after taking over, any known node that is not live) may
+//     still hold a lease: until LeaseWait has passed since its last grant
+//     (since this planner started, for leases another planner may have
+//     granted).
+
+// leaseWaitMicros is how long after its last grant a departed node's
+// cohorts stay put: the lease, a quarter more for clocks that run at
+// different rates, and one drain deadline for a grant's WRITE still on its
+// way (the WRITE lease is a quarter of it and assumption A3 bounds the
+// rest).
+func (a *Actor) leaseWaitMicros() int64 {
+	l := a.cfg.Lease.Microseconds()
+	return l + l/4 + a.cfg.Transfer.DrainDeadlineMicros
+}
+
+// known returns the compute nodes a majority is counted over.
+func (a *Actor) known() map[string]bool {
+	k := make(map[string]bool, len(a.live)+len(a.roster)+len(a.nodes.Known))
+	for name := range a.live {
+		k[name] = true
+	}
+	for _, name := range a.roster {
+		if name != "" {
+			k[name] = true
+		}
+	}
+	for _, name := range a.nodes.Known {
+		if name != "" {
+			k[name] = true
+		}
+	}
+	return k
+}
+
+// quorum reports whether the live nodes are a strict majority of the known
+// ones.
+func (a *Actor) quorum() bool {
+	k := a.known()
+	live := 0
+	for name := range k {
+		if a.live[name] {
+			live++
+		}
+	}
+	return live > 0 && 2*live > len(k)
+}
+
+// answerLease answers a heartbeat sent as a request with the sender's
+// lease (or its refusal).
+func (a *Actor) answerLease(ctx actor.Context, m *messages.AccessSummary) {
+	if ctx.Sender() == nil {
+		return
+	}
+	node := m.GetNode()
+	g := &messages.LeaseGrant{Planner: a.cfg.Name, LeaseMicros: uint64(a.cfg.Lease.Microseconds()), Epoch: a.status.Epoch}
+	switch {
+	case !a.live[node]:
+		g.Reason = "not live"
+	case !a.quorum():
+		g.Reason = "no quorum"
+	case m.GetOwnermapEpoch() < a.joinEpoch[node]:
+		g.Reason = "stale map"
+	default:
+		g.Granted = true
+		a.granted[node] = a.nowMicros()
+		a.status.LeaseGrants++
+	}
+	if !g.Granted {
+		a.status.LeaseRefusals++
+	}
+	ctx.Respond(g)
+}
+
+// leaseHeld returns a departed node that may still hold a lease on cohorts
+// the next map could move, and until when (planner micros); "" if none.
+func (a *Actor) leaseHeld(now int64) (string, int64) {
+	wait := a.leaseWaitMicros()
+	held := func(name string) (int64, bool) {
+		until := a.granted[name] + wait // no grant of ours: since we started (0)
+		return until, now < until
+	}
+	for i, name := range a.roster {
+		if name != "" && !a.live[name] && referenced(a.cur, i) {
+			if until, ok := held(name); ok {
+				return name, until
+			}
+		}
+	}
+	for _, name := range a.nodes.Known {
+		if _, slotted := a.slotOf[name]; name != "" && !a.live[name] && !slotted {
+			if until, ok := held(name); ok {
+				return name, until
+			}
+		}
+	}
+	return "", 0
+}
+
+// mayPublish reports whether a new map may be published now: the planner
+// has its majority and no departed node's lease holds its cohorts. A
+// refusal is counted and logged once per cause.
+func (a *Actor) mayPublish() bool {
+	if !a.quorum() {
+		a.status.NoQuorumTicks++
+		if !a.noQuorumLogged {
+			a.noQuorumLogged = true
+			a.log.Warn("no majority of the known compute nodes is live: publishing nothing and granting no lease",
+				"live", len(a.live), "known", len(a.known()))
+		}
+		return false
+	}
+	a.noQuorumLogged = false
+	if name, until := a.leaseHeld(a.nowMicros()); name != "" {
+		a.status.LeaseHolds++
+		if a.leaseHeldLogged != name {
+			a.leaseHeldLogged = name
+			a.log.Info("waiting for a departed node's owner lease to run out before moving its cohorts",
+				"node", name, "for_ms", (until-a.nowMicros())/1000)
+		}
+		return false
+	}
+	a.leaseHeldLogged = ""
+	return true
+}
+
+// pruneGrants forgets the grants of departed nodes whose leases ran out.
+func (a *Actor) pruneGrants(now int64) {
+	wait := a.leaseWaitMicros()
+	for name, at := range a.granted {
+		if !a.live[name] && now >= at+wait {
+			delete(a.granted, name)
+		}
+	}
+}

@@ -1,0 +1,133 @@
+package planner
+
+import (
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/aura-runtime/aura/messages"
+)
+
+// askLease sends node's heartbeat, reporting installed, as a request and
+// returns the planner's answer.
+func askLease(t *testing.T, root *actor.RootContext, pid *actor.PID, node string, installed uint64) *messages.LeaseGrant {
+	t.Helper()
+	// A tick far above the driver's: the summary is applied (or dropped)
+	// like any other; the lease is answered either way.
+	s := &messages.AccessSummary{Version: 2, Node: node, Tick: uint64(time.Now().UnixNano()), OwnermapEpoch: installed}
+	r, err := root.RequestFuture(pid, s, 5*time.Second).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, ok := r.(*messages.LeaseGrant)
+	if !ok {
+		t.Fatalf("answer %T, want *messages.LeaseGrant", r)
+	}
+	return g
+}
+
+// placesOn reports whether the idx-th map node installed places a cohort
+// on slot.
+func placesOn(fc *fakeCluster, node string, idx, slot int) bool {
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	for _, p := range fc.maps[node][idx].Cohorts {
+		if p.Owner == slot {
+			return true
+		}
+	}
+	return false
+}
+
+// TestPlannerLeases: a live node's heartbeat earns a lease; a node that
+// departs keeps its cohorts until every lease it was granted ran out (plus
+// the margin), and only then does a map move them; back, it gets no lease
+// before it installed the map that was current when it returned.
+func TestPlannerLeases(t *testing.T) {
+	names := []string{"cn-0", "cn-1", "cn-2"}
+	fc := newFakeCluster(names...)
+	sys, pid := start(t, fc, names)
+	defer stop(sys, pid)
+	d := newDriver(t, 3)
+	d.installed = fc.installed
+	st := waitFor(t, d, sys, pid, "an acknowledged map with cohorts on every node", func(s Status) bool {
+		return s.Acked >= 1 && s.Acked == s.Epoch && ownsAny(fc, "cn-0", 0) && ownsAny(fc, "cn-0", 1) && ownsAny(fc, "cn-0", 2)
+	})
+	if g := askLease(t, sys.Root, pid, "cn-9", 0); g.Granted || g.Reason != "not live" {
+		t.Fatalf("a node that is not live: %+v", g)
+	}
+	askedAt := time.Now() // the planner's grant is no earlier
+	g := askLease(t, sys.Root, pid, "cn-1", fc.installed("cn-1"))
+	if !g.Granted || g.LeaseMicros != uint64(time.Second.Microseconds()) || g.Planner != "cn-0" || g.Epoch != st.Epoch {
+		t.Fatalf("a live node with the current map: %+v (epoch %d)", g, st.Epoch)
+	}
+	fc.mu.Lock()
+	before := len(fc.maps["cn-0"])
+	fc.mu.Unlock()
+
+	// cn-1 departs (crashed, or cut off: the planner cannot tell).
+	sys.Root.Send(pid, Nodes{Names: []string{"cn-0", "cn-2"}, MembershipEpoch: 2})
+	st = waitFor(t, d, sys, pid, "cn-1's cohorts to move", func(s Status) bool { return !ownsAny(fc, "cn-0", 1) })
+	wait := time.Duration(time.Second.Microseconds()*5/4+DefaultConfig("cn-0", 3).Transfer.DrainDeadlineMicros) * time.Microsecond
+	fc.mu.Lock()
+	for i := before; i < len(fc.maps["cn-0"]); i++ {
+		m, at := fc.maps["cn-0"][i], fc.at["cn-0"][i]
+		fc.mu.Unlock()
+		if !placesOn(fc, "cn-0", i, 1) && at.Sub(askedAt) < wait {
+			t.Fatalf("epoch %d moved cn-1's cohorts %v after its lease was granted, want ≥ %v", m.Epoch, at.Sub(askedAt), wait)
+		}
+		fc.mu.Lock()
+	}
+	fc.mu.Unlock()
+	if st.LeaseHolds == 0 || st.LeaseGrants == 0 || !st.Quorum {
+		t.Fatalf("status %+v: want lease holds, grants and a quorum", st)
+	}
+
+	// cn-1 returns, still holding the map it had when it went.
+	stale := fc.installed("cn-1")
+	sys.Root.Send(pid, Nodes{Names: names, MembershipEpoch: 3})
+	cur := status(t, sys.Root, pid).Epoch
+	if g := askLease(t, sys.Root, pid, "cn-1", stale); g.Granted || g.Reason != "stale map" {
+		t.Fatalf("back with epoch %d while %d is current: %+v", stale, cur, g)
+	}
+	if g := askLease(t, sys.Root, pid, "cn-1", cur); !g.Granted {
+		t.Fatalf("back with the current map %d: %+v", cur, g)
+	}
+}
+
+// TestPlannerNeedsAMajority: a planner that sees at most half of the known
+// compute nodes (live ones, its roster, and the roster installed on its own
+// node) publishes nothing and grants no lease; once a majority is live it
+// goes on.
+func TestPlannerNeedsAMajority(t *testing.T) {
+	names := []string{"cn-0", "cn-1", "cn-2"}
+	fc := newFakeCluster(names...)
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+		return slog.New(slog.DiscardHandler)
+	}))
+	cfg := DefaultConfig("cn-0", 3)
+	cfg.Tick = 10 * time.Millisecond
+	a, err := NewActor(cfg, fc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := sys.Root.Spawn(a.Props(4096))
+	defer stop(sys, pid)
+	// Started on cn-0, cut off from the two others its installed map names.
+	sys.Root.Send(pid, Nodes{Names: []string{"cn-0"}, MembershipEpoch: 5, Known: names})
+	d := newDriver(t, 3)
+	st := waitFor(t, d, sys, pid, "30 ticks without a majority", func(s Status) bool { return s.NoQuorumTicks >= 30 })
+	if st.Epoch != 0 || st.Quorum || fc.installed("cn-0") != 0 {
+		t.Fatalf("in a minority: %+v, cn-0 installed %d", st, fc.installed("cn-0"))
+	}
+	if g := askLease(t, sys.Root, pid, "cn-0", 0); g.Granted || g.Reason != "no quorum" {
+		t.Fatalf("lease in a minority: %+v", g)
+	}
+	sys.Root.Send(pid, Nodes{Names: names[:2], MembershipEpoch: 6, Known: names})
+	waitFor(t, d, sys, pid, "a published map with two of three live", func(s Status) bool { return s.Acked >= 1 && s.Quorum })
+	if g := askLease(t, sys.Root, pid, "cn-1", fc.installed("cn-1")); !g.Granted {
+		t.Fatalf("lease with a majority: %+v", g)
+	}
+}
