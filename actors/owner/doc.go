@@ -264,10 +264,12 @@
 //     node's last WRITE is posted before its lease's end plus the WRITE
 //     lease, and lands within A3's bound.
 //   - The planner records when it granted each node, and publishes no map
-//     while a departed node whose cohorts the current map places was
-//     granted a lease less than Lease + Lease/4 + one drain deadline ago
-//     (since the planner started, for leases another planner may have
-//     granted). The node's lease started before the planner's grant (it
+//     while a departed node that may hold cohorts was granted a lease less
+//     than Lease + Lease/4 + one drain deadline ago (since the planner
+//     started, for leases another planner may have granted). A node holds
+//     none once it acknowledged a map of this planner's placing none on it
+//     (installing a map freezes the cohorts it no longer places), with no
+//     later map placing one; a graceful leave ends that way. The node's lease started before the planner's grant (it
 //     counts from the heartbeat's sending), so it ended first unless the
 //     two clocks' rates differ by more than a quarter.
 //   - The planner answers only while the live compute nodes are a strict

@@ -1,8 +1,12 @@
 package planner
 
 import (
+	"maps"
+	"slices"
+
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/aura-runtime/aura/control"
 	"github.com/aura-runtime/aura/messages"
 )
 
@@ -20,11 +24,13 @@ import (
 //   - publishes nothing without that majority (a planner cut off with a
 //     minority must not give out cohorts or epochs the majority's planner
 //     also gives out);
-//   - publishes no map while a departed node whose cohorts the current map
-//     places (or, after taking over, any known node that is not live) may
-//     still hold a lease: until LeaseWait has passed since its last grant
-//     (since this planner started, for leases another planner may have
-//     granted).
+//   - publishes no map while a departed node that may still hold cohorts
+//     may still hold a lease: until LeaseWait has passed since its last
+//     grant (since this planner started, for leases another planner may
+//     have granted). A node holds no cohort once it acknowledged a map of
+//     this planner's that places none on it, and no later map placed one
+//     (clean); any other known node may, whatever the previous planner
+//     gave it.
 
 // leaseWaitMicros is how long after its last grant a departed node's
 // cohorts stay put: the lease, a quarter more for clocks that run at
@@ -98,25 +104,38 @@ func (a *Actor) answerLease(ctx actor.Context, m *messages.AccessSummary) {
 // the next map could move, and until when (planner micros); "" if none.
 func (a *Actor) leaseHeld(now int64) (string, int64) {
 	wait := a.leaseWaitMicros()
-	held := func(name string) (int64, bool) {
-		until := a.granted[name] + wait // no grant of ours: since we started (0)
-		return until, now < until
+	names := a.known()
+	for name := range a.granted {
+		names[name] = true
 	}
-	for i, name := range a.roster {
-		if name != "" && !a.live[name] && referenced(a.cur, i) {
-			if until, ok := held(name); ok {
-				return name, until
-			}
+	for _, name := range slices.Sorted(maps.Keys(names)) {
+		if a.live[name] || a.clean[name] {
+			continue
 		}
-	}
-	for _, name := range a.nodes.Known {
-		if _, slotted := a.slotOf[name]; name != "" && !a.live[name] && !slotted {
-			if until, ok := held(name); ok {
-				return name, until
-			}
+		// No grant of ours: counted from our start (0), for the leases
+		// a previous planner may have granted.
+		if until := a.granted[name] + wait; now < until {
+			return name, until
 		}
 	}
 	return "", 0
+}
+
+// noteClean records that node acknowledged the current map: it holds no
+// cohort (it froze any it had) if that map places none on it.
+func (a *Actor) noteClean(node string) {
+	slot, ok := a.slotOf[node]
+	a.clean[node] = !ok || !referenced(a.cur, slot)
+}
+
+// noteOwners records, for a map being published, that the nodes it places
+// cohorts on hold some (until they acknowledge one that places none).
+func (a *Actor) noteOwners(m *control.OwnerMap) {
+	for name, slot := range a.slotOf {
+		if referenced(m, slot) {
+			a.clean[name] = false
+		}
+	}
 }
 
 // mayPublish reports whether a new map may be published now: the planner
@@ -146,12 +165,19 @@ func (a *Actor) mayPublish() bool {
 	return true
 }
 
-// pruneGrants forgets the grants of departed nodes whose leases ran out.
+// pruneGrants forgets the grants of departed nodes whose leases ran out,
+// and what it knew of departed nodes it no longer counts.
 func (a *Actor) pruneGrants(now int64) {
 	wait := a.leaseWaitMicros()
 	for name, at := range a.granted {
 		if !a.live[name] && now >= at+wait {
 			delete(a.granted, name)
+		}
+	}
+	known := a.known()
+	for name := range a.clean {
+		if _, granted := a.granted[name]; !known[name] && !granted {
+			delete(a.clean, name)
 		}
 	}
 }

@@ -43,18 +43,34 @@ func placesOn(fc *fakeCluster, node string, idx, slot int) bool {
 
 // TestPlannerLeases: a live node's heartbeat earns a lease; a node that
 // departs keeps its cohorts until every lease it was granted ran out (plus
-// the margin), and only then does a map move them; back, it gets no lease
+// the margin), and only then does a map move them; one that acknowledged a
+// map placing nothing on it holds nothing up; back, a node gets no lease
 // before it installed the map that was current when it returned.
 func TestPlannerLeases(t *testing.T) {
 	names := []string{"cn-0", "cn-1", "cn-2"}
-	fc := newFakeCluster(names...)
-	sys, pid := start(t, fc, names)
+	fc := newFakeCluster(append(names, "cn-3")...)
+	sys, pid := start(t, fc, append(names, "cn-3"))
 	defer stop(sys, pid)
-	d := newDriver(t, 3)
+	d := newDriver(t, 3) // no transaction runs on cn-3: it gets no cohort
 	d.installed = fc.installed
-	st := waitFor(t, d, sys, pid, "an acknowledged map with cohorts on every node", func(s Status) bool {
-		return s.Acked >= 1 && s.Acked == s.Epoch && ownsAny(fc, "cn-0", 0) && ownsAny(fc, "cn-0", 1) && ownsAny(fc, "cn-0", 2)
+	st := waitFor(t, d, sys, pid, "an acknowledged map with cohorts on every node but cn-3", func(s Status) bool {
+		return s.Acked >= 1 && s.Acked == s.Epoch && ownsAny(fc, "cn-0", 0) && ownsAny(fc, "cn-0", 1) && ownsAny(fc, "cn-0", 2) &&
+			fc.installed("cn-3") == s.Epoch
 	})
+	if ownsAny(fc, "cn-0", 3) {
+		t.Fatal("cn-3 owns a cohort without a transaction")
+	}
+
+	// cn-3, leased but owning nothing, departs: planning goes on.
+	if g := askLease(t, sys.Root, pid, "cn-3", fc.installed("cn-3")); !g.Granted {
+		t.Fatalf("cn-3: %+v", g)
+	}
+	sys.Root.Send(pid, Nodes{Names: names, MembershipEpoch: 2})
+	holds := status(t, sys.Root, pid).LeaseHolds
+	st = waitFor(t, d, sys, pid, "20 ticks after cn-3 left", func(s Status) bool { return s.Tick >= st.Tick+20 })
+	if st.LeaseHolds != holds {
+		t.Fatalf("cn-3 owned nothing, yet its departure held planning up %d times", st.LeaseHolds-holds)
+	}
 	if g := askLease(t, sys.Root, pid, "cn-9", 0); g.Granted || g.Reason != "not live" {
 		t.Fatalf("a node that is not live: %+v", g)
 	}
@@ -68,7 +84,7 @@ func TestPlannerLeases(t *testing.T) {
 	fc.mu.Unlock()
 
 	// cn-1 departs (crashed, or cut off: the planner cannot tell).
-	sys.Root.Send(pid, Nodes{Names: []string{"cn-0", "cn-2"}, MembershipEpoch: 2})
+	sys.Root.Send(pid, Nodes{Names: []string{"cn-0", "cn-2"}, MembershipEpoch: 3})
 	st = waitFor(t, d, sys, pid, "cn-1's cohorts to move", func(s Status) bool { return !ownsAny(fc, "cn-0", 1) })
 	wait := time.Duration(time.Second.Microseconds()*5/4+DefaultConfig("cn-0", 3).Transfer.DrainDeadlineMicros) * time.Microsecond
 	fc.mu.Lock()
@@ -87,7 +103,7 @@ func TestPlannerLeases(t *testing.T) {
 
 	// cn-1 returns, still holding the map it had when it went.
 	stale := fc.installed("cn-1")
-	sys.Root.Send(pid, Nodes{Names: names, MembershipEpoch: 3})
+	sys.Root.Send(pid, Nodes{Names: names, MembershipEpoch: 4})
 	cur := status(t, sys.Root, pid).Epoch
 	if g := askLease(t, sys.Root, pid, "cn-1", stale); g.Granted || g.Reason != "stale map" {
 		t.Fatalf("back with epoch %d while %d is current: %+v", stale, cur, g)

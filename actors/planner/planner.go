@@ -305,6 +305,7 @@ type Actor struct {
 	// node last became live (it gets no lease before installing it).
 	granted         map[string]int64
 	joinEpoch       map[string]uint64
+	clean           map[string]bool
 	noQuorumLogged  bool
 	leaseHeldLogged string
 
@@ -342,7 +343,7 @@ func NewActor(cfg Config, pusher Pusher) (*Actor, error) {
 		unslotted: map[string]bool{}, seen: map[string]uint64{}, migrator: migrator, t0: time.Now(),
 		inlineMigrator: inlineMigrator, inlinePusher: inlinePusher,
 		installEpoch: map[control.CohortID]uint64{}, decisions: newRing[Decision](MaxDecisions),
-		granted: map[string]int64{}, joinEpoch: map[string]uint64{},
+		granted: map[string]int64{}, joinEpoch: map[string]uint64{}, clean: map[string]bool{},
 		migrations: newRing[MigrationRecord](MaxMigrationRecords)}
 	if migrator != nil {
 		// Migration ids only need to differ from a previous planner's
@@ -794,6 +795,7 @@ func (a *Actor) publish(ctx actor.Context, m *control.OwnerMap, ch changes) {
 	}
 	a.prev, a.cur = a.cur, m
 	a.status.Epoch = m.Epoch
+	a.noteOwners(m)
 	a.status.Cohorts = len(m.Cohorts)
 	clear(a.pending)
 	clear(a.have)
@@ -987,6 +989,8 @@ func (a *Actor) onPushDone(_ actor.Context, d pushDone) {
 			// still runs during a placement change. Ours would be ignored
 			// (or, as a delta, applied to the wrong base); reset above it.
 			a.rebase = max(a.rebase, d.ack.GetInstalledEpoch())
+		} else {
+			a.noteClean(d.node)
 		}
 		delete(a.pending, d.node)
 		delete(a.needFull, d.node)

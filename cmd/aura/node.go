@@ -55,6 +55,7 @@ type nodeFlags struct {
 	maxNodes      int
 	id            uint32
 	settle        time.Duration
+	ownerLease    time.Duration
 	coordinators  int
 	maxInFlight   int
 	heartbeat     time.Duration
@@ -89,8 +90,8 @@ and a departed node's index is not reused while a map still names it. A
 node joining takes cohorts within a few planner ticks once membership has
 been settled for 1 s (--settle); a node that leaves gracefully has its
 cohorts moved to the others at once, one that dies once the failure
-detector declares it and membership has settled; no map names it after
-that. At most --max-nodes
+detector declares it, membership has settled and its owner lease has run
+out; no map names it after that. At most --max-nodes
 nodes hold slots at once; more nodes still run transactions but own
 nothing until a slot frees.
 
@@ -101,7 +102,12 @@ then the placement order and allow-list; it does not restrict which nodes
 may join or own cohorts). It moves when that node leaves or dies, or when a
 preferred node joins (its state is rebuilt from heartbeats; learned
 ownership starts over, since the new planner first returns every cohort to
-the fallback path).
+the fallback path). The planner publishes only while it sees a majority of
+the known compute nodes, and answers every heartbeat with an owner lease
+(--owner-lease): a node grants locks of its cohorts by plain WRITE only
+while its lease runs, so a node cut off from the planner falls back to CAS
+within a lease, and the planner moves a departed node's cohorts only once
+the last lease it granted has run out.
 
 The workload flags must be the same on every node and on the client: they
 define the tables. The tables must be loaded (aura bench loads them). TPC-C
@@ -169,6 +175,7 @@ stops the management API last; it exits 0.`,
 	fl.IntVar(&f.maxInFlight, "max-in-flight", 256, "transactions accepted from clients and not yet answered; more are refused")
 	fl.DurationVar(&f.heartbeat, "heartbeat", 100*time.Millisecond, "period of the access summaries sent to the planner")
 	fl.DurationVar(&f.tick, "tick", 100*time.Millisecond, "planner tick (on the node running the planner)")
+	fl.DurationVar(&f.ownerLease, "owner-lease", time.Second, "owner lease the planner grants with each answered heartbeat (on the node running the planner; 10ms..1m, at least two --heartbeat periods): a dead node's cohorts move 1.25 × this plus a drain deadline after its last heartbeat")
 	fl.DurationVar(&f.leave, "leave-timeout", 5*time.Second, "how long a graceful leave may take")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level on stderr: debug, info, warn or error")
 	fl.StringVar(&f.logFormat, "log-format", "text", "log format on stderr: text or json")
@@ -248,6 +255,10 @@ func (f *nodeFlags) validate() error {
 	}
 	if f.settle < 0 {
 		errs = append(errs, fmt.Errorf("--settle %v must not be negative", f.settle))
+	}
+	if f.ownerLease < 10*time.Millisecond || f.ownerLease > owner.MaxLease || f.ownerLease < 2*f.heartbeat {
+		errs = append(errs, fmt.Errorf("--owner-lease %v: want 10ms..%v and at least two --heartbeat periods (%v), or a lease runs out between two answers",
+			f.ownerLease, owner.MaxLease, 2*f.heartbeat))
 	}
 	if len(f.plannerOrder) == 0 && f.workloadFlags.name == "tpcc" && f.warehouses == 0 {
 		// The tables must match the loader's; TPC-C's default size is per
@@ -394,7 +405,7 @@ func runNode(ctx context.Context, f *nodeFlags, stdout, stderr io.Writer) error 
 		return err
 	}
 	pl := &plannerHost{self: f.name, order: f.plannerOrder, maxNodes: f.maxNodes, settle: f.settle, sys: sys, mem: mem, book: book,
-		tick: f.tick, log: log, beats: actors.NewHeartbeatSender(sys.Root)}
+		tick: f.tick, lease: f.ownerLease, log: log, beats: actors.NewHeartbeatSender(sys.Root)}
 	ncfg := actors.DefaultNodeConfig(f.name)
 	ncfg.ID = id
 	ncfg.Coordinators = f.coordinators
@@ -645,6 +656,7 @@ type plannerHost struct {
 	mem      *cluster.Membership
 	book     actors.AddressBook
 	tick     time.Duration
+	lease    time.Duration
 	log      *slog.Logger
 
 	beats *actors.HeartbeatSender
@@ -733,6 +745,9 @@ func (p *plannerHost) step() {
 	case leader == p.self && p.pid == nil:
 		cfg := planner.DefaultConfig(p.self, p.maxNodes)
 		cfg.Tick = p.tick
+		if p.lease > 0 {
+			cfg.Lease = p.lease
+		}
 		cfg.Logger = p.log.With("component", "planner")
 		pusher, err := actors.NewRemotePusher(p.sys, p.book, actors.DefaultCallConfig(), epoch)
 		if err != nil {

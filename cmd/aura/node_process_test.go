@@ -878,7 +878,7 @@ func TestNodeHelpExplainsEveryFlag(t *testing.T) {
 	var wf workloadFlags
 	shared := pflag.NewFlagSet("wl", pflag.ContinueOnError)
 	wf.register(shared)
-	assertHelp(t, newNodeCmd(), shared, "--nodes", "--planner", "--max-nodes", "--id", "--settle", "roster", "allow-list", nodeReadyPrefix)
+	assertHelp(t, newNodeCmd(), shared, "--nodes", "--planner", "--max-nodes", "--id", "--settle", "--owner-lease", "roster", "allow-list", nodeReadyPrefix)
 }
 
 // TestNodeRefusesBadFlags: flag problems are reported before the node
@@ -889,6 +889,9 @@ func TestNodeRefusesBadFlags(t *testing.T) {
 		{"--name", "cn-1", "--warehouses", "4", "--max-nodes", "255"},
 		{"--name", "cn-1", "--warehouses", "4", "--wait-load", "-1s"},
 		{"--name", "cn-1", "--warehouses", "4", "--id", "4194304"},
+		{"--name", "cn-1", "--warehouses", "4", "--owner-lease", "5ms"},
+		{"--name", "cn-1", "--warehouses", "4", "--owner-lease", "2m"},
+		{"--name", "cn-1", "--warehouses", "4", "--owner-lease", "150ms"}, // under two 100 ms heartbeats
 		{"--name", "cn-1", "--warehouses", "4", "--nodes", "cn-1,cn-1"},
 		{"--name", "cn-1"}, // tpcc without --warehouses or --nodes: the tables' size is unknown
 		{"--warehouses", "4"},
