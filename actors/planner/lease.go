@@ -36,7 +36,9 @@ import (
 // cohorts stay put: the lease, a quarter more for clocks that run at
 // different rates, and one drain deadline for a grant's WRITE still on its
 // way (the WRITE lease is a quarter of it and assumption A3 bounds the
-// rest).
+// rest). The nodes' WRITE lease is a quarter of their owner table's drain
+// deadline; it must not exceed a quarter of the planner's (both 50 ms by
+// default).
 func (a *Actor) leaseWaitMicros() int64 {
 	l := a.cfg.Lease.Microseconds()
 	return l + l/4 + a.cfg.Transfer.DrainDeadlineMicros

@@ -107,7 +107,9 @@ the known compute nodes, and answers every heartbeat with an owner lease
 (--owner-lease): a node grants locks of its cohorts by plain WRITE only
 while its lease runs, so a node cut off from the planner falls back to CAS
 within a lease, and the planner moves a departed node's cohorts only once
-the last lease it granted has run out.
+the last lease it granted has run out. Surviving a crash therefore takes
+three or more nodes: with two, the survivor keeps its own cohorts but the
+dead node's stay placed on it until it returns.
 
 The workload flags must be the same on every node and on the client: they
 define the tables. The tables must be loaded (aura bench loads them). TPC-C
