@@ -267,6 +267,7 @@ func (o *ownership) run() {
 		o.profMu.Unlock()
 		o.mu.Lock()
 		s.OwnermapEpoch = o.asm.Installed().Epoch
+		s.Roster = slices.Clone(o.asm.Roster())
 		retired := o.retireDrained()
 		o.mu.Unlock()
 		if retired {

@@ -87,7 +87,14 @@ type AccessSummary struct {
 	OwnermapEpoch uint64 `protobuf:"varint,15,opt,name=ownermap_epoch,json=ownermapEpoch,proto3" json:"ownermap_epoch,omitempty"`
 	// The sender's CN index: the number the OwnerMap manifest uses for it
 	// (owner_cn, SPEC §7) at membership_epoch.
-	NodeIndex     uint32 `protobuf:"varint,16,opt,name=node_index,json=nodeIndex,proto3" json:"node_index,omitempty"`
+	NodeIndex uint32 `protobuf:"varint,16,opt,name=node_index,json=nodeIndex,proto3" json:"node_index,omitempty"`
+	// The roster installed with the sender's OwnerMap (owner index i is
+	// roster[i], "" a free slot); empty before its first map. The planner
+	// counts these names among the known compute nodes it needs a majority
+	// of (actors/planner, lease.go): a planner started on a node that lost
+	// its map (restarted) still learns the cluster's size from the others.
+	// At most 255 names; a longer one is ignored.
+	Roster        []string `protobuf:"bytes,17,rep,name=roster,proto3" json:"roster,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -232,6 +239,13 @@ func (x *AccessSummary) GetNodeIndex() uint32 {
 		return x.NodeIndex
 	}
 	return 0
+}
+
+func (x *AccessSummary) GetRoster() []string {
+	if x != nil {
+		return x.Roster
+	}
+	return nil
 }
 
 // NodeWeight is a vertex of the access graph: one key group's weights.
@@ -671,8 +685,10 @@ type LeaseGrant struct {
 	Epoch uint64 `protobuf:"varint,4,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	// Why the lease was refused: "no quorum" (the planner sees at most half
 	// of the known compute nodes), "stale map" (the sender has not installed
-	// the map that was current when it came back), "not live" (the planner's
-	// membership does not list the sender). Empty when granted.
+	// the map that was current when it came back, or a new planner's empty
+	// map), "starting" (a new planner has not decided its first publication),
+	// "not live" (the planner's membership does not list the sender). Empty
+	// when granted.
 	Reason        string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -747,7 +763,7 @@ var File_aura_v1_heartbeat_proto protoreflect.FileDescriptor
 
 const file_aura_v1_heartbeat_proto_rawDesc = "" +
 	"\n" +
-	"\x17aura/v1/heartbeat.proto\x12\aaura.v1\"\xbb\x04\n" +
+	"\x17aura/v1/heartbeat.proto\x12\aaura.v1\"\xd3\x04\n" +
 	"\rAccessSummary\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12\x12\n" +
 	"\x04node\x18\x02 \x01(\tR\x04node\x12)\n" +
@@ -769,7 +785,8 @@ const file_aura_v1_heartbeat_proto_rawDesc = "" +
 	"\x05homes\x18\x0e \x03(\v2\x0f.aura.v1.KgHomeR\x05homes\x12%\n" +
 	"\x0eownermap_epoch\x18\x0f \x01(\x04R\rownermapEpoch\x12\x1d\n" +
 	"\n" +
-	"node_index\x18\x10 \x01(\rR\tnodeIndex\"`\n" +
+	"node_index\x18\x10 \x01(\rR\tnodeIndex\x12\x16\n" +
+	"\x06roster\x18\x11 \x03(\tR\x06roster\"`\n" +
 	"\n" +
 	"NodeWeight\x12\x0e\n" +
 	"\x02kg\x18\x01 \x01(\x04R\x02kg\x12!\n" +

@@ -187,7 +187,7 @@ func sampleAccessSummary() *AccessSummary {
 			FallbackCas: []*KgCount{{Kg: 9, Count: 30}}},
 		QueueDepth: 17, CpuLoad: 0.83,
 		Homes:         []*KgHome{{Kg: 5, HomeCounts: []uint64{0, 640}}, {Kg: 9, HomeCounts: []uint64{3, 1, 0, 2}}},
-		OwnermapEpoch: 41, NodeIndex: 1,
+		OwnermapEpoch: 41, NodeIndex: 1, Roster: []string{"cn-0", "", "cn-2"},
 	}
 }
 

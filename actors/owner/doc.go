@@ -30,8 +30,9 @@
 // migration driver is control/transfer's TransferController, run by the
 // planner (it is what makes assumption A1 below hold), with the owner
 // leases of package actors/planner. Not written yet: a repair sweep for
-// lock words left held by crashed holders, and a lease on holders of active
-// cohorts (see "Limits" below).
+// lock words left held by crashed holders, and a lease on the table's
+// holders (owner leases bound a node's WRITEs, not how long a remote
+// holder stays in its table; see "Limits" below).
 //
 // # Lock words: mark once, then grant locally
 //
@@ -256,9 +257,11 @@
 // (NodeConfig.Lease), and the planner (package actors/planner, lease.go)
 // moves a silent node's cohorts only after that lease ran out:
 //
-//   - Every heartbeat a node sends is a request; the planner answers it
-//     with a lease of Config.Lease (1 s) counted, on the node, from when
-//     the heartbeat was sent. Grant and Locker read the node's clock.
+//   - A node's heartbeats are requests (up to actors.MaxHeartbeatsInFlight
+//     awaiting an answer; past that one goes without asking); the planner
+//     answers each with a lease of Config.Lease (1 s) counted, on the
+//     node, from when the heartbeat was sent, or with a refusal. Grant and
+//     Locker read the node's clock.
 //   - A grant WRITEs only if the lease was valid when its table was asked
 //     (Locker.ask records it), within the WRITE lease of the asking; so the
 //     node's last WRITE is posted before its lease's end plus the WRITE
@@ -269,26 +272,35 @@
 //     started, for leases another planner may have granted). A node holds
 //     none once it acknowledged a map of this planner's placing none on it
 //     (installing a map freezes the cohorts it no longer places), with no
-//     later map placing one; a graceful leave ends that way. The node's lease started before the planner's grant (it
+//     later map placing one and no handoff to it since; a graceful leave
+//     ends that way. The node's lease started before the planner's grant (it
 //     counts from the heartbeat's sending), so it ended first unless the
 //     two clocks' rates differ by more than a quarter.
-//   - The planner answers only while the live compute nodes are a strict
-//     majority of the known ones (live, its roster, and the roster
-//     installed on its node), and publishes nothing otherwise: a planner
-//     cut off with a minority cannot renew leases or give out cohorts and
-//     epochs the majority's planner also gives out (A2).
+//   - The planner grants leases only while the live compute nodes are a
+//     strict majority of the known ones (live, its roster, the roster
+//     installed on its node, and the rosters the live nodes' heartbeats
+//     report), and publishes nothing otherwise: a planner cut off with a
+//     minority cannot renew leases or give out cohorts and epochs the
+//     majority's planner also gives out (A2).
 //   - A node that comes back gets no lease until it has installed the map
-//     that was current when it did (the planner compares the heartbeat's
-//     ownermap_epoch): that map froze the cohorts moved while it was away,
-//     so its stale marks are never used again.
+//     that was current when it did (or the staged round's, if one runs;
+//     the planner compares the heartbeat's ownermap_epoch): that map froze
+//     the cohorts moved while it was away, so its stale marks are never
+//     used again. A planner taking over grants nothing before its first
+//     publication decision, and then only to nodes that installed its
+//     empty map.
 //
 // Without a lease a node keeps serving its cohorts (every grant CASes: one
 // atomic per lock, as on the MN CAS path) until its map moves them.
-// Residual assumption: two planners grant at once only while membership
+// Residual assumptions: two planners grant at once only while membership
 // views disagree on which node hosts the planner (cluster.PlannerNode); a
 // planner that started less than a lease ago may not know what the other
 // granted, and waits one LeaseWait from its start before moving a departed
-// node's cohorts. A node with no planner (a fixed map: NodeConfig.Lease
+// node's cohorts — of the nodes it knows of. And the known nodes are only
+// as complete as the rosters the planner's side holds: a minority whose
+// every node restarted during the cut (no map, no roster) cannot tell
+// itself from a new cluster. Closing both needs the known set kept where
+// every side reads it (the memory node) or a consensus on the planner. A node with no planner (a fixed map: NodeConfig.Lease
 // nil) has no lease and is never moved without its acknowledgement.
 // TestOwnerLeaseGatesWrites, TestPlannerLeases, TestPlannerNeedsAMajority
 // and the partition fault scenarios check this.

@@ -15,12 +15,15 @@ import (
 // LeaseGrant, and:
 //
 //   - grants a lease only while it sees a strict majority of the known
-//     compute nodes (live ones, the nodes its roster names, and those of
-//     the roster installed on its own node, Nodes.Known), and only to a
-//     live node whose installed map is at least the one that was current
-//     when the node (re)appeared: a node that was away may hold cohorts the
-//     planner moved without its acknowledgement, and must freeze them
-//     before it may WRITE again;
+//     compute nodes (live ones, the nodes its roster names, those of the
+//     roster installed on its own node, Nodes.Known, and those of the
+//     rosters the live nodes' heartbeats report), only once it has made its
+//     first publication decision (a planner taking over grants nothing
+//     before its empty map is installed), and only to a live node whose
+//     installed map is at least the one that was current when the node
+//     (re)appeared — or the staged round's, or the takeover's empty map: a
+//     node that was away may hold cohorts the planner moved without its
+//     acknowledgement, and must freeze them before it may WRITE again;
 //   - publishes nothing without that majority (a planner cut off with a
 //     minority must not give out cohorts or epochs the majority's planner
 //     also gives out);
@@ -30,7 +33,10 @@ import (
 //     have granted). A node holds no cohort once it acknowledged a map of
 //     this planner's that places none on it, and no later map placed one
 //     (clean); any other known node may, whatever the previous planner
-//     gave it.
+//     gave it. A move's target is not clean from its handoff on;
+//   - republishes its assignment at the next epoch when departed nodes left
+//     its roster and nothing else changed, so that the rosters installed on
+//     the nodes (what a later planner counts) drop them.
 
 // leaseWaitMicros is how long after its last grant a departed node's
 // cohorts stay put: the lease, a quarter more for clocks that run at
@@ -60,7 +66,36 @@ func (a *Actor) known() map[string]bool {
 			k[name] = true
 		}
 	}
+	for _, r := range a.reported {
+		for _, name := range r {
+			if name != "" {
+				k[name] = true
+			}
+		}
+	}
 	return k
+}
+
+// noteRoster keeps the roster a live node's heartbeat reports (at most
+// control.MaxNodes names; a longer one is ignored).
+func (a *Actor) noteRoster(m *messages.AccessSummary) {
+	if r := m.GetRoster(); a.live[m.GetNode()] && len(r) > 0 && len(r) < control.MaxNodes {
+		if !slices.Equal(a.reported[m.GetNode()], r) {
+			a.reported[m.GetNode()] = slices.Clone(r)
+		}
+	}
+}
+
+// rosterShrank reports whether the published roster names a node the
+// roster no longer does (its slot was freed).
+func (a *Actor) rosterShrank() bool {
+	a.releaseSlots(a.loop.Current())
+	for i, name := range a.pubRoster {
+		if name != "" && (i >= len(a.roster) || a.roster[i] != name) {
+			return true
+		}
+	}
+	return false
 }
 
 // quorum reports whether the live nodes are a strict majority of the known
@@ -89,6 +124,8 @@ func (a *Actor) answerLease(ctx actor.Context, m *messages.AccessSummary) {
 		g.Reason = "not live"
 	case !a.quorum():
 		g.Reason = "no quorum"
+	case !a.started:
+		g.Reason = "starting"
 	case m.GetOwnermapEpoch() < a.joinEpoch[node]:
 		g.Reason = "stale map"
 	default:

@@ -2,6 +2,7 @@ package planner
 
 import (
 	"log/slog"
+	"slices"
 	"testing"
 	"time"
 
@@ -12,11 +13,12 @@ import (
 
 // askLease sends node's heartbeat, reporting installed, as a request and
 // returns the planner's answer.
-func askLease(t *testing.T, root *actor.RootContext, pid *actor.PID, node string, installed uint64) *messages.LeaseGrant {
+func askLease(t *testing.T, root *actor.RootContext, pid *actor.PID, node string, installed uint64, roster ...string) *messages.LeaseGrant {
 	t.Helper()
 	// A tick far above the driver's: the summary is applied (or dropped)
 	// like any other; the lease is answered either way.
-	s := &messages.AccessSummary{Version: 2, Node: node, Tick: uint64(time.Now().UnixNano()), OwnermapEpoch: installed}
+	s := &messages.AccessSummary{Version: 2, Node: node, Tick: uint64(time.Now().UnixNano()), OwnermapEpoch: installed,
+		Roster: roster}
 	r, err := root.RequestFuture(pid, s, 5*time.Second).Result()
 	if err != nil {
 		t.Fatal(err)
@@ -71,6 +73,11 @@ func TestPlannerLeases(t *testing.T) {
 	if st.LeaseHolds != holds {
 		t.Fatalf("cn-3 owned nothing, yet its departure held planning up %d times", st.LeaseHolds-holds)
 	}
+	// Nothing moved, yet the nodes' installed roster drops cn-3 (a later
+	// planner would count it among the known nodes).
+	waitFor(t, d, sys, pid, "a map whose roster drops cn-3", func(Status) bool {
+		return !slices.Contains(fc.lastRoster("cn-0"), "cn-3")
+	})
 	if g := askLease(t, sys.Root, pid, "cn-9", 0); g.Granted || g.Reason != "not live" {
 		t.Fatalf("a node that is not live: %+v", g)
 	}
@@ -145,5 +152,68 @@ func TestPlannerNeedsAMajority(t *testing.T) {
 	waitFor(t, d, sys, pid, "a published map with two of three live", func(s Status) bool { return s.Acked >= 1 && s.Quorum })
 	if g := askLease(t, sys.Root, pid, "cn-1", fc.installed("cn-1")); !g.Granted {
 		t.Fatalf("lease with a majority: %+v", g)
+	}
+}
+
+// TestPlannerTakeoverLeases: a planner taking over from another grants no
+// lease before its first publication decision, and then only to nodes that
+// installed its empty map: until then they hold the other planner's
+// cohorts, which it may give to others.
+func TestPlannerTakeoverLeases(t *testing.T) {
+	names := []string{"cn-0", "cn-1"}
+	fc := newFakeCluster(names...)
+	old := testMap(7, 4, 3, 0)
+	for i := range old.Cohorts {
+		old.Cohorts[i].Owner %= 2
+	}
+	ps, err := PushesWithRoster(nil, old, names, 1<<20, "cn-9", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range names {
+		if m, err := fc.asm[n].Offer(ps[0]); err != nil || m == nil {
+			t.Fatal(err)
+		}
+	}
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+		return slog.New(slog.DiscardHandler)
+	}))
+	cfg := DefaultConfig("cn-0", 2)
+	cfg.Tick = 10 * time.Millisecond
+	cfg.StartupTicks = 1 << 20 // it starts once it heard from both nodes
+	a, err := NewActor(cfg, fc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := sys.Root.Spawn(a.Props(4096))
+	defer stop(sys, pid)
+	sys.Root.Send(pid, Nodes{Names: names, MembershipEpoch: 1})
+	if g := askLease(t, sys.Root, pid, "cn-0", 7, names...); g.Granted || g.Reason != "starting" {
+		t.Fatalf("before hearing from cn-1: %+v", g)
+	}
+	d := newDriver(t, 2)
+	d.installed = fc.installed
+	waitFor(t, d, sys, pid, "the empty takeover map, acknowledged", func(s Status) bool { return s.Acked >= 9 })
+	if g := askLease(t, sys.Root, pid, "cn-0", 7, names...); g.Granted || g.Reason != "stale map" {
+		t.Fatalf("holding the other planner's map: %+v", g)
+	}
+	if g := askLease(t, sys.Root, pid, "cn-0", 9, names...); !g.Granted {
+		t.Fatalf("holding the empty map: %+v", g)
+	}
+}
+
+// TestPlannerCountsReportedRosters: a planner on a node that lost its map
+// (Nodes.Known empty) still counts the nodes of the rosters its live
+// nodes' heartbeats report: one live node whose map names three is no
+// majority.
+func TestPlannerCountsReportedRosters(t *testing.T) {
+	fc := newFakeCluster("cn-0")
+	sys, pid := start(t, fc, []string{"cn-0"})
+	defer stop(sys, pid)
+	if g := askLease(t, sys.Root, pid, "cn-0", 0, "cn-0", "cn-1", "cn-2"); g.Granted || g.Reason != "no quorum" {
+		t.Fatalf("one live node of three reported: %+v", g)
+	}
+	if st := status(t, sys.Root, pid); st.Quorum || st.Epoch != 0 {
+		t.Fatalf("status %+v: want no quorum and nothing published", st)
 	}
 }

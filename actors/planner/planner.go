@@ -71,8 +71,10 @@ type Config struct {
 	// node's cohorts move Lease + Lease/4 + one drain deadline after its
 	// last grant, so it is the price of a crash in time to recovery; it
 	// must outlast a few heartbeat periods, or a node loses its lease (and
-	// its WRITE path) between two answers. Default 1 s (ten heartbeats at
-	// the default period); at most owner.MaxLease.
+	// its WRITE path) between two answers, and a planner busy for longer
+	// than it (a stalled actor) costs every node its WRITE path until it
+	// answers again: a throughput dip, never a safety issue. Default 1 s
+	// (ten heartbeats at the default period); at most owner.MaxLease.
 	Lease time.Duration
 }
 
@@ -207,7 +209,8 @@ type Status struct {
 	GraphNodes, GraphEdges int
 	// Quorum: the live nodes are a majority of the known ones (the
 	// planner publishes and grants leases only then); NoQuorumTicks
-	// counts the times it could not publish for want of one. LeaseGrants and LeaseRefusals count the
+	// counts the times it could not publish for want of one (ticks, and
+	// settled rounds waiting). LeaseGrants and LeaseRefusals count the
 	// answers to heartbeats; LeaseHolds the times a new map waited for a
 	// departed node's lease to run out (see lease.go).
 	Quorum                     bool
@@ -303,9 +306,12 @@ type Actor struct {
 	// each node a lease (planner micros; kept after the node departs until
 	// the lease ran out), joinEpoch the published epoch when each live
 	// node last became live (it gets no lease before installing it).
-	granted         map[string]int64
-	joinEpoch       map[string]uint64
-	clean           map[string]bool
+	granted   map[string]int64
+	joinEpoch map[string]uint64
+	clean     map[string]bool
+	// reported is the roster each live node's last heartbeat said it
+	// installed: its names are known nodes too.
+	reported        map[string][]string
 	noQuorumLogged  bool
 	leaseHeldLogged string
 
@@ -343,7 +349,7 @@ func NewActor(cfg Config, pusher Pusher) (*Actor, error) {
 		unslotted: map[string]bool{}, seen: map[string]uint64{}, migrator: migrator, t0: time.Now(),
 		inlineMigrator: inlineMigrator, inlinePusher: inlinePusher,
 		installEpoch: map[control.CohortID]uint64{}, decisions: newRing[Decision](MaxDecisions),
-		granted: map[string]int64{}, joinEpoch: map[string]uint64{}, clean: map[string]bool{},
+		granted: map[string]int64{}, joinEpoch: map[string]uint64{}, clean: map[string]bool{}, reported: map[string][]string{},
 		migrations: newRing[MigrationRecord](MaxMigrationRecords)}
 	if migrator != nil {
 		// Migration ids only need to differ from a previous planner's
@@ -392,6 +398,7 @@ func (a *Actor) Receive(ctx actor.Context) {
 	case *messages.AccessSummary:
 		// The lease is answered even when the summary is dropped: a
 		// flood of heartbeats must not cost the senders their leases.
+		a.noteRoster(m)
 		a.answerLease(ctx, m)
 		if a.beats >= a.cfg.MaxHeartbeatsPerTick {
 			a.status.Dropped++
@@ -483,12 +490,18 @@ func (a *Actor) setNodes(ctx actor.Context, n Nodes) {
 	dropGone(a.have, a.live)
 	dropGone(a.seen, a.live)
 	dropGone(a.joinEpoch, a.live)
+	dropGone(a.reported, a.live)
 	for name := range a.live {
 		if !was[name] {
 			// Maps published while it was away moved its cohorts
 			// without its acknowledgement: no lease before it has
-			// installed the current one (lease.go).
+			// installed the current one, or the staged round's, which
+			// may have handed its cohorts off while it was gone
+			// (lease.go).
 			a.joinEpoch[name] = a.status.Epoch
+			if a.staged != nil {
+				a.joinEpoch[name] = max(a.joinEpoch[name], a.staged.Epoch)
+			}
 		}
 	}
 	// A node that joined since the current epoch was published gets it now
@@ -695,6 +708,15 @@ func (a *Actor) onTick(ctx actor.Context) {
 	a.log.Debug("planner tick", "tick", a.tick, "cohorts", len(d.Cohorts.Cohorts), "installs", len(d.Plan.Installs),
 		"moves", len(d.Plan.Moves), "evictions", len(d.Plan.Evictions))
 	if d.Map == nil {
+		if a.rosterShrank() {
+			// Nothing moved, but departed nodes left the roster: publish
+			// the same assignment at the next epoch with the roster that
+			// drops them, so the nodes' installed rosters (a later
+			// planner's known nodes) stop counting them (lease.go).
+			m := *a.loop.Bump()
+			m.Epoch += a.status.Base
+			a.publish(ctx, &m, changes{})
+		}
 		return
 	}
 	m := *d.Map // shallow: the loop never modifies a published map
@@ -711,6 +733,13 @@ func (a *Actor) onTick(ctx actor.Context) {
 				// the freezes would break I1, so publish nothing.
 				a.log.Error("planner: migrations not started; map not published", "epoch", m.Epoch, "err", err)
 				return
+			}
+			for _, mv := range moves {
+				// The handoff activates the cohort on its target before
+				// the map is published: it holds one from then on.
+				if mv.To != "" {
+					a.clean[mv.To] = false
+				}
 			}
 			a.staged, a.stagedCh = &m, kgChanges(d.Moves)
 			a.log.Debug("migrations started", "epoch", m.Epoch, "moves", len(moves))
@@ -867,6 +896,11 @@ func (a *Actor) resetAbove(ctx actor.Context, top uint64, why string) {
 	}
 	a.status.Base = top + 1
 	a.resetEpoch = top + 1
+	for name := range a.live {
+		// Their cohorts came from another planner: no lease of ours
+		// before they installed the empty map (lease.go).
+		a.joinEpoch[name] = max(a.joinEpoch[name], top+1)
+	}
 	a.log.Warn("publishing an empty map above the nodes' epochs", "why", why, "installed", top, "epoch", top+1)
 	reset := &control.OwnerMap{Epoch: top + 1, Fallback: a.loop.Current().Fallback}
 	a.cur = nil // no delta against a map of ours the nodes may not have

@@ -164,6 +164,11 @@ func partition(t *testing.T, c *faultCluster, tm faultTimes, all bool) {
 			}
 		}
 	}
+	// Before the cut cn-3 holds a lease (or the check below proves nothing).
+	if m, err := metricsOf(cn3); err != nil || m["aura_owner_lease_seconds"] <= 0 || m["aura_owner_lease_grants_total"] == 0 {
+		t.Errorf("cn-3 holds no owner lease before the cut (lease %v s, %v grants, err %v)",
+			m["aura_owner_lease_seconds"], m["aura_owner_lease_grants_total"], err)
+	}
 	cut(netfault.Drop, false)
 	cutAt := time.Now()
 	// Cut off, cn-3 must lose its owner lease (no planner with a majority
@@ -171,8 +176,10 @@ func partition(t *testing.T, c *faultCluster, tm faultTimes, all bool) {
 	// the cut for the first time its lease reads zero.
 	var lapsed time.Duration
 	for time.Since(cutAt) < tm.fault {
-		if m, err := metricsOf(cn3); err == nil && lapsed == 0 && m["aura_owner_lease_seconds"] == 0 {
-			lapsed = time.Since(cutAt)
+		if m, err := metricsOf(cn3); err == nil && lapsed == 0 {
+			if v, ok := m["aura_owner_lease_seconds"]; ok && v == 0 {
+				lapsed = time.Since(cutAt)
+			}
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -288,6 +288,16 @@ func (l *Loop) Adopt(m *control.OwnerMap) error {
 	return nil
 }
 
+// Bump makes the current assignment current again at the next epoch and
+// returns it: for a caller that republishes the same assignment because
+// something outside it changed (the planner actor's roster).
+func (l *Loop) Bump() *control.OwnerMap {
+	next := l.cur.Clone()
+	next.Epoch = l.cur.Epoch + 1
+	l.setCurrent(next)
+	return next
+}
+
 func (l *Loop) setCurrent(next *control.OwnerMap) {
 	l.cur = next
 	clear(l.owners)
