@@ -38,10 +38,12 @@ func NewHeartbeatSender(root *actor.RootContext) *HeartbeatSender {
 // Send sends s to pid; the planner's LeaseGrant, if one comes within
 // HeartbeatTimeout, goes to reply. It never blocks on the answer.
 func (h *HeartbeatSender) Send(pid *actor.PID, s *messages.AccessSummary, reply func(*messages.LeaseGrant)) {
-	if reply == nil || h.inflight.Add(1) > MaxHeartbeatsInFlight {
-		if reply != nil {
-			h.inflight.Add(-1)
-		}
+	if reply == nil {
+		h.root.Send(pid, s)
+		return
+	}
+	if h.inflight.Add(1) > MaxHeartbeatsInFlight {
+		h.inflight.Add(-1)
 		h.root.Send(pid, s)
 		return
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/aura-runtime/aura/control"
+	"github.com/aura-runtime/aura/control/transfer"
 	"github.com/aura-runtime/aura/messages"
 )
 
@@ -76,8 +77,8 @@ func (a *Actor) known() map[string]bool {
 	return k
 }
 
-// noteRoster keeps the roster a live node's heartbeat reports (at most
-// control.MaxNodes names; a longer one is ignored).
+// noteRoster keeps the roster a live node's heartbeat reports (fewer than
+// control.MaxNodes names, as a manifest's roster; a longer one is ignored).
 func (a *Actor) noteRoster(m *messages.AccessSummary) {
 	if r := m.GetRoster(); a.live[m.GetNode()] && len(r) > 0 && len(r) < control.MaxNodes {
 		if !slices.Equal(a.reported[m.GetNode()], r) {
@@ -86,8 +87,9 @@ func (a *Actor) noteRoster(m *messages.AccessSummary) {
 	}
 }
 
-// rosterShrank reports whether the published roster names a node the
-// roster no longer does (its slot was freed).
+// rosterShrank frees the slots of departed nodes the loop's map no longer
+// names (releaseSlots) and reports whether the published roster names a
+// node the roster then no longer does.
 func (a *Actor) rosterShrank() bool {
 	a.releaseSlots(a.loop.Current())
 	for i, name := range a.pubRoster {
@@ -165,6 +167,16 @@ func (a *Actor) leaseHeld(now int64) (string, int64) {
 func (a *Actor) noteClean(node string) {
 	slot, ok := a.slotOf[node]
 	a.clean[node] = !ok || !referenced(a.cur, slot)
+}
+
+// noteHandoffs records that the targets of a round's moves hold cohorts:
+// a handoff activates a cohort on its target before the map is published.
+func (a *Actor) noteHandoffs(moves []transfer.Move) {
+	for _, mv := range moves {
+		if mv.To != "" {
+			a.clean[mv.To] = false
+		}
+	}
 }
 
 // noteOwners records, for a map being published, that the nodes it places

@@ -1,7 +1,6 @@
 package planner
 
 import (
-	"log/slog"
 	"slices"
 	"testing"
 	"time"
@@ -127,16 +126,7 @@ func TestPlannerLeases(t *testing.T) {
 func TestPlannerNeedsAMajority(t *testing.T) {
 	names := []string{"cn-0", "cn-1", "cn-2"}
 	fc := newFakeCluster(names...)
-	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
-		return slog.New(slog.DiscardHandler)
-	}))
-	cfg := DefaultConfig("cn-0", 3)
-	cfg.Tick = 10 * time.Millisecond
-	a, err := NewActor(cfg, fc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid := sys.Root.Spawn(a.Props(4096))
+	sys, pid := spawn(t, fc, DefaultConfig("cn-0", 3))
 	defer stop(sys, pid)
 	// Started on cn-0, cut off from the two others its installed map names.
 	sys.Root.Send(pid, Nodes{Names: []string{"cn-0"}, MembershipEpoch: 5, Known: names})
@@ -161,31 +151,10 @@ func TestPlannerNeedsAMajority(t *testing.T) {
 // cohorts, which it may give to others.
 func TestPlannerTakeoverLeases(t *testing.T) {
 	names := []string{"cn-0", "cn-1"}
-	fc := newFakeCluster(names...)
-	old := testMap(7, 4, 3, 0)
-	for i := range old.Cohorts {
-		old.Cohorts[i].Owner %= 2
-	}
-	ps, err := PushesWithRoster(nil, old, names, 1<<20, "cn-9", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range names {
-		if m, err := fc.asm[n].Offer(ps[0]); err != nil || m == nil {
-			t.Fatal(err)
-		}
-	}
-	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
-		return slog.New(slog.DiscardHandler)
-	}))
+	fc := clusterOfOldPlanner(t, names)
 	cfg := DefaultConfig("cn-0", 2)
-	cfg.Tick = 10 * time.Millisecond
 	cfg.StartupTicks = 1 << 20 // it starts once it heard from both nodes
-	a, err := NewActor(cfg, fc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid := sys.Root.Spawn(a.Props(4096))
+	sys, pid := spawn(t, fc, cfg)
 	defer stop(sys, pid)
 	sys.Root.Send(pid, Nodes{Names: names, MembershipEpoch: 1})
 	if g := askLease(t, sys.Root, pid, "cn-0", 7, names...); g.Granted || g.Reason != "starting" {

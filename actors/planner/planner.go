@@ -734,13 +734,7 @@ func (a *Actor) onTick(ctx actor.Context) {
 				a.log.Error("planner: migrations not started; map not published", "epoch", m.Epoch, "err", err)
 				return
 			}
-			for _, mv := range moves {
-				// The handoff activates the cohort on its target before
-				// the map is published: it holds one from then on.
-				if mv.To != "" {
-					a.clean[mv.To] = false
-				}
-			}
+			a.noteHandoffs(moves)
 			a.staged, a.stagedCh = &m, kgChanges(d.Moves)
 			a.log.Debug("migrations started", "epoch", m.Epoch, "moves", len(moves))
 			a.sendMigrations(ctx, out)

@@ -152,20 +152,26 @@ func start(t *testing.T, fc *fakeCluster, names []string) (*actor.ActorSystem, *
 // live.
 func startWith(t *testing.T, fc *fakeCluster, names []string, slots int) (*actor.ActorSystem, *actor.PID) {
 	t.Helper()
+	cfg := DefaultConfig("cn-0", slots)
+	cfg.PushTimeout = 100 * time.Millisecond
+	cfg.ChunkBytes = 64 // many chunks per manifest: reassembly is exercised
+	sys, pid := spawn(t, fc, cfg)
+	sys.Root.Send(pid, Nodes{Names: names, MembershipEpoch: 1})
+	return sys, pid
+}
+
+// spawn starts a planner with cfg and a 10 ms tick, told of no node yet.
+func spawn(t *testing.T, fc *fakeCluster, cfg Config) (*actor.ActorSystem, *actor.PID) {
+	t.Helper()
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return slog.New(slog.DiscardHandler)
 	}))
-	cfg := DefaultConfig("cn-0", slots)
 	cfg.Tick = 10 * time.Millisecond
-	cfg.PushTimeout = 100 * time.Millisecond
-	cfg.ChunkBytes = 64 // many chunks per manifest: reassembly is exercised
 	a, err := NewActor(cfg, fc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pid := sys.Root.Spawn(a.Props(4096))
-	sys.Root.Send(pid, Nodes{Names: names, MembershipEpoch: 1})
-	return sys, pid
+	return sys, sys.Root.Spawn(a.Props(4096))
 }
 
 func stop(sys *actor.ActorSystem, pid *actor.PID) {
@@ -427,15 +433,14 @@ func ownsAny(fc *fakeCluster, node string, i int) bool {
 	return len(ms) > 0 && referenced(ms[len(ms)-1], i)
 }
 
-// TestPlannerTakesOverAboveInstalledEpochs: nodes hold epoch 7 of another
-// planner; a new planner first publishes an empty map at 9 (above anything
-// the old one can have published), then its own maps above that.
-func TestPlannerTakesOverAboveInstalledEpochs(t *testing.T) {
-	names := []string{"cn-0", "cn-1"}
+// clusterOfOldPlanner returns a fake cluster of names (two nodes) that
+// installed epoch 7 of another planner ("cn-9"), cohorts on both.
+func clusterOfOldPlanner(t *testing.T, names []string) *fakeCluster {
+	t.Helper()
 	fc := newFakeCluster(names...)
 	old := testMap(7, 4, 3, 0)
 	for i := range old.Cohorts {
-		old.Cohorts[i].Owner %= 2
+		old.Cohorts[i].Owner %= len(names)
 	}
 	ps, err := PushesWithRoster(nil, old, names, 1<<20, "cn-9", 1)
 	if err != nil {
@@ -446,6 +451,15 @@ func TestPlannerTakesOverAboveInstalledEpochs(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	return fc
+}
+
+// TestPlannerTakesOverAboveInstalledEpochs: nodes hold epoch 7 of another
+// planner; a new planner first publishes an empty map at 9 (above anything
+// the old one can have published), then its own maps above that.
+func TestPlannerTakesOverAboveInstalledEpochs(t *testing.T) {
+	names := []string{"cn-0", "cn-1"}
+	fc := clusterOfOldPlanner(t, names)
 	sys, pid := start(t, fc, names)
 	defer stop(sys, pid)
 	d := newDriver(t, 2)

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"strings"
 	"syscall"
@@ -47,6 +48,7 @@ type benchFlags struct {
 	jsonPath    string
 	quiet       bool
 	cpuProfile  string
+	execTrace   string
 	plannerTick time.Duration
 	connect     string
 	skipLoad    bool
@@ -164,6 +166,7 @@ LOCAL hit of the last interval); otherwise a plain line every second.`,
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress lines")
 	fl.StringVar(&f.reportDir, "report", "", "after the run, write an HTML report with plots to this directory (created; an existing one must be empty or hold an earlier report)")
 	fl.StringVar(&f.cpuProfile, "cpu-profile", "", "write a Go CPU profile of the whole run to this file (inspect with 'go tool pprof')")
+	fl.StringVar(&f.execTrace, "exec-trace", "", "write a Go execution trace of the whole run to this file (inspect with 'go tool trace': goroutines waiting for a processor, GC pauses); it grows by megabytes a second")
 	fl.StringVar(&f.connect, "connect", "", "drive a running cluster instead of an embedded one: aura://HOST:PORT/DB?http_addr=HOST:PORT (a node's remote address and its management API)")
 	fl.BoolVar(&f.skipLoad, "skip-load", false, "with --connect: do not load the tables (they are loaded already); needed to run without --mn")
 	fl.DurationVar(&f.driftEvery, "drift-every", 0, "drift the workload's access pattern at this wall-time period during each run, warm-up included ("+strings.Join(driftWorkloads, ", ")+"; 0 = never)")
@@ -172,21 +175,37 @@ LOCAL hit of the last interval); otherwise a plain line every second.`,
 	return cmd
 }
 
-// startCPUProfile writes a Go CPU profile to path (none when empty) until
-// the returned function is called.
-func startCPUProfile(path string) (func(), error) {
-	if path == "" {
-		return func() {}, nil
+// startProfiles writes a Go CPU profile to cpuPath and an execution trace
+// to tracePath (each: none when empty) until the returned function is
+// called.
+func startProfiles(cpuPath, tracePath string) (func(), error) {
+	var stops []func()
+	stopAll := func() {
+		for _, stop := range slices.Backward(stops) {
+			stop()
+		}
 	}
-	pf, err := os.Create(path)
-	if err != nil {
-		return nil, err
+	for _, p := range []struct {
+		path  string
+		start func(io.Writer) error
+		stop  func()
+	}{{cpuPath, pprof.StartCPUProfile, pprof.StopCPUProfile}, {tracePath, trace.Start, trace.Stop}} {
+		if p.path == "" {
+			continue
+		}
+		f, err := os.Create(p.path)
+		if err != nil {
+			stopAll()
+			return nil, err
+		}
+		if err := p.start(f); err != nil {
+			f.Close()
+			stopAll()
+			return nil, err
+		}
+		stops = append(stops, func() { p.stop(); f.Close() })
 	}
-	if err := pprof.StartCPUProfile(pf); err != nil {
-		pf.Close()
-		return nil, err
-	}
-	return func() { pprof.StopCPUProfile(); pf.Close() }, nil
+	return stopAll, nil
 }
 
 func runBench(cmd *cobra.Command, f *benchFlags) error {
@@ -214,7 +233,7 @@ func runBench(cmd *cobra.Command, f *benchFlags) error {
 			return fmt.Errorf("--report: %w", err)
 		}
 	}
-	stopProfile, err := startCPUProfile(f.cpuProfile)
+	stopProfile, err := startProfiles(f.cpuProfile, f.execTrace)
 	if err != nil {
 		return err
 	}
@@ -335,7 +354,7 @@ func runBenchConnect(cmd *cobra.Command, f *benchFlags) error {
 	if err != nil {
 		return err
 	}
-	stopProfile, err := startCPUProfile(f.cpuProfile)
+	stopProfile, err := startProfiles(f.cpuProfile, f.execTrace)
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/aura-runtime/aura/bench"
@@ -45,7 +46,15 @@ func TestBenchAgainstSeparateMemoryNode(t *testing.T) {
 		"--expected-new-orders", "50000", "--cns", "2", "--clients", "4", "--duration", "2s", "--warmup", "500ms"}
 	mn := startMN(t, "--listen", "127.0.0.1:0", "--size", "2GiB")
 	remote := runBenchBinary(t, append([]string{"--mn", mn.addr}, small...)...)
-	local := runBenchBinary(t, small...)
+	dir := t.TempDir()
+	cpu, tr := filepath.Join(dir, "cpu.pprof"), filepath.Join(dir, "run.trace")
+	local := runBenchBinary(t, append([]string{"--cpu-profile", cpu, "--exec-trace", tr}, small...)...)
+	// The profiles of the run: a CPU profile (gzip) and an execution trace.
+	for path, magic := range map[string]string{cpu: "\x1f\x8b", tr: "go 1."} {
+		if b, err := os.ReadFile(path); err != nil || len(b) < 1024 || !strings.HasPrefix(string(b), magic) {
+			t.Errorf("%s: %d bytes starting %q, err %v; want more than 1 KiB starting %q", path, len(b), b[:min(len(b), 8)], err, magic)
+		}
+	}
 	for name, r := range map[string]*bench.Result{"separate": remote, "embedded": local} {
 		if r.Checks["tpcc_consistency"] != "pass" || r.Committed == 0 || r.Failed != 0 {
 			t.Fatalf("%s memory node: committed %d, failed %d, checks %v", name, r.Committed, r.Failed, r.Checks)

@@ -131,6 +131,7 @@ func launch(t *testing.T, sub, ready string, args ...string) (*exec.Cmd, *syncBu
 	case rest := <-lines:
 		return cmd, stderr, exited, rest
 	case err := <-exited:
+		exited <- err // for the cleanup, which waits for the exit
 		t.Fatalf("aura %s exited before it was ready: %v\n%s", sub, err, stderr.String())
 	case <-time.After(60 * time.Second):
 		t.Fatalf("aura %s did not print its ready line within 60 s\n%s", sub, stderr.String())

@@ -236,25 +236,7 @@ func TestDurableServerHoldsRepliesUntilDurable(t *testing.T) {
 func TestDurableServerStopsOnJournalFailure(t *testing.T) {
 	g := newGate()
 	g.release()
-	mem := rdma.NewMemory(1 << 20)
-	srv, err := NewServer(mem, ServerConfig{Journal: g, Logger: quiet()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(l) }()
-	d := dial(t, l.Addr().String(), ClientConfig{RedialAttempts: 1})
-	done := make(chan struct{})
-	var r rdma.Region
-	go func() { defer close(done); r = mustRegion(t, d, "r", 64) }()
-	time.Sleep(20 * time.Millisecond)
-	g.release()
-	<-done
-	qp := mustQP(t, d, 4)
+	srv, served, qp, r := gatedServer(t, g)
 	g.fail.Store(true)
 	cs, err := rdma.Exec(ctxT(t), qp, rdma.WorkRequest{Op: rdma.OpFetchAndAdd, RKey: r.RKey, RemoteAddr: r.Addr, Add: 1})
 	if err == nil {
@@ -263,21 +245,14 @@ func TestDurableServerStopsOnJournalFailure(t *testing.T) {
 	if err == nil {
 		t.Fatal("a mutation the journal refused was acknowledged")
 	}
-	select {
-	case err := <-served:
-		if err == nil || errors.Is(err, ErrServerClosed) || srv.JournalErr() == nil {
-			t.Fatalf("Serve returned %v", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("server still serving after a journal failure")
-	}
+	awaitJournalStop(t, srv, served, "a journal failure")
 }
 
-// TestDurableServerStopsOnFsyncFailure: a log that fails after appending
-// (its write or fsync) stops the server too, not only the connection whose
-// reply waited for it.
-func TestDurableServerStopsOnFsyncFailure(t *testing.T) {
-	g := newGate()
+// gatedServer serves a 1 MiB memory through the gate journal g and
+// returns the server, Serve's result, a queue pair of a client and a
+// 64-byte region it registered (the gate released for it).
+func gatedServer(t *testing.T, g *gateJournal) (*Server, <-chan error, rdma.QueuePair, rdma.Region) {
+	t.Helper()
 	srv, err := NewServer(rdma.NewMemory(1<<20), ServerConfig{Journal: g, Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
@@ -295,7 +270,29 @@ func TestDurableServerStopsOnFsyncFailure(t *testing.T) {
 	time.Sleep(20 * time.Millisecond)
 	g.release()
 	<-done
-	qp := mustQP(t, d, 4)
+	return srv, served, mustQP(t, d, 4), r
+}
+
+// awaitJournalStop fails t unless Serve returns the journal's error within
+// 5 s of what happened.
+func awaitJournalStop(t *testing.T, srv *Server, served <-chan error, what string) {
+	t.Helper()
+	select {
+	case err := <-served:
+		if err == nil || errors.Is(err, ErrServerClosed) || srv.JournalErr() == nil {
+			t.Fatalf("Serve returned %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("server still serving after %s", what)
+	}
+}
+
+// TestDurableServerStopsOnFsyncFailure: a log that fails after appending
+// (its write or fsync) stops the server too, not only the connection whose
+// reply waited for it.
+func TestDurableServerStopsOnFsyncFailure(t *testing.T) {
+	g := newGate()
+	srv, served, qp, r := gatedServer(t, g)
 	acked := make(chan error, 1)
 	go func() {
 		cs, err := rdma.Exec(ctxT(t), qp, rdma.WorkRequest{Op: rdma.OpFetchAndAdd, RKey: r.RKey, RemoteAddr: r.Addr, Add: 1})
@@ -315,14 +312,7 @@ func TestDurableServerStopsOnFsyncFailure(t *testing.T) {
 	if err := <-acked; err == nil {
 		t.Fatal("a mutation whose record never reached the disk was acknowledged")
 	}
-	select {
-	case err := <-served:
-		if err == nil || errors.Is(err, ErrServerClosed) || srv.JournalErr() == nil {
-			t.Fatalf("Serve returned %v", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("server still serving after the log failed")
-	}
+	awaitJournalStop(t, srv, served, "the log failed")
 }
 
 // BenchmarkDurableFAA: unbatched FAAs from many QPs (one device, each QP
@@ -381,3 +371,7 @@ func BenchmarkDurableFAA(b *testing.B) {
 		}
 	}
 }
+
+// The memory node's journal takes the server's barrier: without it a
+// snapshot could be published before the records of mutations it holds.
+var _ BarrierJournal = (*durable.Store)(nil)

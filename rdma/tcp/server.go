@@ -46,6 +46,15 @@ type Journal interface {
 	WaitDurable(seq uint64, cancel <-chan struct{}) error
 }
 
+// BarrierJournal is a Journal that snapshots memory while requests run
+// (durable.Store): the server gives it a barrier that returns once every
+// mutation already executed has appended its record, since a request
+// changes memory before it logs its post-images.
+type BarrierJournal interface {
+	Journal
+	SetMutationBarrier(barrier func())
+}
+
 // ServerConfig configures a memory-node server. Zero fields take the defaults
 // below; for the timeouts a negative value disables the timeout.
 type ServerConfig struct {
@@ -208,7 +217,7 @@ func NewServer(mem *rdma.Memory, cfg ServerConfig) (*Server, error) {
 	}
 	if cfg.Journal != nil {
 		s.lastWrite = make([]atomic.Uint64, lastWriteSlots)
-		if b, ok := cfg.Journal.(interface{ SetMutationBarrier(func()) }); ok {
+		if b, ok := cfg.Journal.(BarrierJournal); ok {
 			// A mutation holds durMu exclusively from executing to
 			// appending: taking it once waits for those in flight.
 			b.SetMutationBarrier(func() { s.durMu.Lock(); s.durMu.Unlock() })
