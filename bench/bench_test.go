@@ -55,7 +55,7 @@ func TestTPCCConsistentUnderContention(t *testing.T) {
 		t.Errorf("16 clients on one warehouse never conflicted: the test exercises nothing")
 	}
 	if res.Failed != 0 {
-		t.Errorf("%d transactions failed", res.Failed)
+		t.Errorf("%d transactions failed (last: %s)", res.Failed, res.LastError)
 	}
 	// Every lock of mn-only is a memory-node CAS; contention adds the CAS of
 	// aborted attempts to the ≈ 18 a transaction needs.

@@ -257,6 +257,7 @@ func Connect(ctx context.Context, cfg ConnectConfig) (*Result, error) {
 	total := r.c.snap().sub(warm)
 	rd := r.rdma().Sub(warmRDMA)
 	res.fill(total, elapsed, &r.lat)
+	res.Errors, res.LastError = r.errs.Load(), r.lastError()
 	res.RDMA = RDMA{Read: rd.Reads, Write: rd.Writes, CAS: rd.CAS, FAA: rd.FAA}
 	cs := cl.Stats()
 	res.CNs = cs.Workers
@@ -272,7 +273,7 @@ func Connect(ctx context.Context, cfg ConnectConfig) (*Result, error) {
 	}
 	if r.c.committed.Load()+r.c.rolledBack.Load() == 0 && r.errs.Load() > 0 {
 		return res, fmt.Errorf("%w: %d submissions got no usable answer (last: %v); are the nodes running and is --connect's address one of them?",
-			ErrNothingCommitted, r.errs.Load(), r.lastErr.Load())
+			ErrNothingCommitted, r.errs.Load(), r.lastError())
 	}
 	if dev == nil {
 		res.Checks["skipped"] = "no memory node given"
@@ -352,10 +353,6 @@ type connectRunner struct {
 	cl  *client.Client
 	// verbs the transactions report (every attempt)
 	reads, writes, cas, faa atomic.Uint64
-	// errors: submissions that got no usable answer, and the last one's
-	// reason
-	errs    atomic.Uint64
-	lastErr atomic.Value // string
 }
 
 // ErrNothingCommitted is returned (wrapped) by Connect when no submission
@@ -398,13 +395,7 @@ func (r *connectRunner) execute(ctx context.Context, msg *messages.TxnSubmit, rn
 			r.faa.Add(c.GetMnFaa())
 		}
 		return res, err
-	}, func(res *messages.TxnResult, err error) afterError {
-		r.errs.Add(1)
-		if err != nil {
-			r.lastErr.Store(err.Error())
-		} else {
-			r.lastErr.Store(fmt.Sprintf("%s: %s %s", res.GetNode(), res.GetOutcome(), res.GetError()))
-		}
+	}, func(*messages.TxnResult, error) afterError {
 		// Giving up at the end of the run is safe: an unanswered or
 		// failed submission has not committed (ERROR) or will finish on
 		// its node on its own, and the checks read committed state.

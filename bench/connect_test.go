@@ -106,7 +106,7 @@ func TestConnectDrivesAServedNode(t *testing.T) {
 		t.Fatalf("result %+v", res)
 	}
 	if res.Committed == 0 || res.Failed != 0 || res.Checks["bank_total"] != "pass" {
-		t.Fatalf("committed %d, failed %d, checks %v", res.Committed, res.Failed, res.Checks)
+		t.Fatalf("committed %d, failed %d (last: %s), checks %v", res.Committed, res.Failed, res.LastError, res.Checks)
 	}
 	if res.Locks.MNCAS == 0 || res.Locks.Local != 0 || res.AtomicPerTxn == 0 || res.RDMA.CAS == 0 || len(res.Timeline) < 4 {
 		t.Fatalf("locks %+v, atomics/txn %.2f, rdma %+v, %d samples", res.Locks, res.AtomicPerTxn, res.RDMA, len(res.Timeline))

@@ -48,7 +48,7 @@ func TestBankDriftsUnderAura(t *testing.T) {
 		t.Errorf("progress lines do not count drifts:\n%s", progress.String())
 	}
 	if res.Committed == 0 || res.Failed != 0 {
-		t.Fatalf("committed %d, failed %d", res.Committed, res.Failed)
+		t.Fatalf("committed %d, failed %d (last: %s)", res.Committed, res.Failed, res.LastError)
 	}
 	if res.Checks["bank_total"] != "pass" || res.Checks["invariants"] != "pass" {
 		t.Fatalf("checks %v", res.Checks)
@@ -102,7 +102,7 @@ func TestBankMigratesUnderRDMAFaults(t *testing.T) {
 		t.Fatal("no fault was injected")
 	}
 	if res.Committed == 0 || res.Failed != 0 {
-		t.Fatalf("committed %d, failed %d", res.Committed, res.Failed)
+		t.Fatalf("committed %d, failed %d (last: %s)", res.Committed, res.Failed, res.LastError)
 	}
 	if res.Checks["bank_total"] != "pass" || res.Checks["invariants"] != "pass" {
 		t.Fatalf("checks %v", res.Checks)

@@ -24,7 +24,7 @@ func runTPCCWith(t *testing.T, cfg Config) *Result {
 		t.Fatalf("%s: %v", mode, err)
 	}
 	if res.Committed == 0 || res.Failed != 0 {
-		t.Fatalf("%s: committed %d, failed %d", mode, res.Committed, res.Failed)
+		t.Fatalf("%s: committed %d, failed %d (last: %s)", mode, res.Committed, res.Failed, res.LastError)
 	}
 	if res.Checks["tpcc_consistency"] != "pass" {
 		t.Fatalf("%s: consistency: %v", mode, res.Checks)

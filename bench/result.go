@@ -5,14 +5,19 @@ package bench
 // (cohorts, migrations, manifest for mn-only; migrations for the fixed maps
 // of static and hash) are present and zero.
 type Result struct {
-	Mode          string                `json:"mode"`
-	Workload      string                `json:"workload"`
-	CNs           int                   `json:"cns"`
-	DurationS     float64               `json:"duration_s"`
-	Committed     uint64                `json:"committed"`
-	RolledBack    uint64                `json:"rolled_back"`
-	Aborted       uint64                `json:"aborted"`
-	Failed        uint64                `json:"failed"`
+	Mode       string  `json:"mode"`
+	Workload   string  `json:"workload"`
+	CNs        int     `json:"cns"`
+	DurationS  float64 `json:"duration_s"`
+	Committed  uint64  `json:"committed"`
+	RolledBack uint64  `json:"rolled_back"`
+	Aborted    uint64  `json:"aborted"`
+	Failed     uint64  `json:"failed"`
+	// Errors counts the attempts that ended in an error or got no answer,
+	// retried (as a client does, with the same transaction id) or failed;
+	// LastError says why the last one did (absent when none did).
+	Errors        uint64                `json:"errors"`
+	LastError     string                `json:"last_error,omitempty"`
 	AbortRate     float64               `json:"abort_rate"`
 	ThroughputTPS float64               `json:"throughput_tps"`
 	LatencyUs     Latency               `json:"latency_us"`

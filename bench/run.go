@@ -371,6 +371,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	total := r.c.snap().sub(warm)
 	rd := sumStats(devs).Sub(warmRDMA)
 	res.fill(total, elapsed, &r.lat)
+	res.Errors, res.LastError = r.errs.Load(), r.lastError()
 	res.RDMA = RDMA{Read: rd.Reads, Write: rd.Writes, CAS: rd.CAS, FAA: rd.FAA}
 	res.Cohorts.Final = cl.cohorts()
 	res.Migrations = Migrations{Count: cl.migrations.Load()}
@@ -525,15 +526,19 @@ type runner struct {
 	start     time.Time
 	warmEnd   time.Time
 	c         counters
-	lat       Histogram
-	mu        sync.Mutex
-	byType    map[string]*TypeStats
+	// errs counts the attempts that ended in an error or got no answer
+	// (retried or not), lastErr holds the last one's reason.
+	errs    atomic.Uint64
+	lastErr atomic.Pointer[string]
+	lat     Histogram
+	mu      sync.Mutex
+	byType  map[string]*TypeStats
 }
 
 func (r *runner) client(id int, stop <-chan struct{}) {
 	route := r.newRoute()
 	closedLoop(r.wl.NewGenerator(r.cfg.Seed, id), r.cfg.Seed, id, r.cfg.Clients, r.cfg.RateTPS, stop,
-		func(msg *messages.TxnSubmit, rng *rand.Rand) { r.execute(r.nodes[route(msg)], msg, rng) })
+		func(msg *messages.TxnSubmit, rng *rand.Rand) { r.execute(r.nodes[route(msg)], msg, rng, stop) })
 }
 
 // closedLoop runs client id (of clients) until stop closes or gen is
@@ -635,12 +640,44 @@ func (r *runner) routeErr() error {
 }
 
 // execute runs one transaction to its final outcome on node, retrying
-// aborts; an error or a refusal fails it.
-func (r *runner) execute(node *actors.Node, msg *messages.TxnSubmit, rng *rand.Rand) {
+// aborts. An attempt that ends in ERROR or gets no answer is retried like
+// the client library does (same transaction id, so a node that finished it
+// answers from its result cache or commit ledger instead of running it
+// again) after embeddedRetryPause, at most maxErrorRetries times and not
+// after the run is over; a refusal (REJECTED: the program cannot run) fails
+// it at once.
+func (r *runner) execute(node *actors.Node, msg *messages.TxnSubmit, rng *rand.Rand, stop <-chan struct{}) {
 	r.attempts(msg, rng, r.cfg.MaxAttempts, func() (*messages.TxnResult, error) {
 		return node.Submit(context.Background(), msg)
-	}, func(*messages.TxnResult, error) afterError { return fail })
+	}, retryErrors(stop))
 }
+
+// retryErrors is execute's answer to an attempt that neither committed,
+// rolled back nor aborted, for one transaction.
+func retryErrors(stop <-chan struct{}) func(*messages.TxnResult, error) afterError {
+	errCount := 0
+	return func(res *messages.TxnResult, err error) afterError {
+		if errCount++; errCount > maxErrorRetries || (err == nil && res.GetOutcome() == messages.TxnOutcome_TXN_OUTCOME_REJECTED) {
+			return fail
+		}
+		select {
+		case <-stop:
+			return quit
+		case <-time.After(embeddedRetryPause):
+			return retry
+		}
+	}
+}
+
+// maxErrorRetries bounds the retries of one transaction after errors in an
+// embedded run: an error is a timeout on a loaded machine (an owner RPC's
+// attempts, a memory-node request) or a fault, and either clears within a
+// few tries or is the run's failure to report.
+const maxErrorRetries = 3
+
+// embeddedRetryPause is the wait before retrying a transaction after an
+// error: long enough for a loaded node to catch up, short against a run.
+const embeddedRetryPause = 10 * time.Millisecond
 
 // afterError is what attempts does after an attempt that neither
 // committed, rolled back nor aborted.
@@ -691,6 +728,7 @@ func (r *runner) attempts(msg *messages.TxnSubmit, rng *rand.Rand, maxAttempts i
 			backoff = min(2*backoff, 2*time.Millisecond)
 			continue
 		default:
+			r.noteError(msg, res, err)
 			switch onError(res, err) {
 			case retry:
 				continue
@@ -706,6 +744,30 @@ func (r *runner) attempts(msg *messages.TxnSubmit, rng *rand.Rand, maxAttempts i
 		return
 	}
 	r.c.failed.Add(1)
+}
+
+// noteError counts an attempt of msg that ended in an error (or got no
+// answer) and keeps why: a run with errors says what the last one was
+// (Result.LastError), so an error seen once on a loaded machine can be
+// explained afterwards.
+func (r *runner) noteError(msg *messages.TxnSubmit, res *messages.TxnResult, err error) {
+	r.errs.Add(1)
+	why := fmt.Sprintf("txn %d (%s) attempt %d: ", msg.GetTxnId(), TxnType(msg), msg.GetAttempt())
+	if err != nil {
+		why += err.Error()
+	} else {
+		why += fmt.Sprintf("%s on %s: %s", res.GetOutcome(), res.GetNode(), res.GetError())
+	}
+	r.lastErr.Store(&why)
+}
+
+// lastError is the reason of the last attempt that ended in an error, ""
+// if none did.
+func (r *runner) lastError() string {
+	if p := r.lastErr.Load(); p != nil {
+		return *p
+	}
+	return ""
 }
 
 // fillByType derives the per-type figures and puts them in res.

@@ -304,7 +304,7 @@ func report(cmd *cobra.Command, f *benchFlags, results []*bench.Result) error {
 			}
 		}
 		if r.Failed > 0 {
-			return fmt.Errorf("mode %s: %d transactions failed", r.Mode, r.Failed)
+			return fmt.Errorf("mode %s: %d transactions failed (last error: %s)", r.Mode, r.Failed, r.LastError)
 		}
 	}
 	return nil

@@ -84,7 +84,7 @@ func TestSecuredClusterProcesses(t *testing.T) {
 	}
 	res := readBenchJSON(t, out)
 	if res.Committed == 0 || res.Failed != 0 || res.Checks["tpcc_consistency"] != "pass" {
-		t.Fatalf("committed %d, failed %d, checks %v", res.Committed, res.Failed, res.Checks)
+		t.Fatalf("committed %d, failed %d (last: %s), checks %v", res.Committed, res.Failed, res.LastError, res.Checks)
 	}
 	t.Logf("over TLS, encrypted gossip and an authenticated memory node: %d committed, local hit %.1f%%", res.Committed, 100*res.LocalHit)
 

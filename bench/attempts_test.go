@@ -1,0 +1,75 @@
+package bench
+
+import (
+	"errors"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/aura-runtime/aura/messages"
+)
+
+// TestErrorsAreRetriedWithTheSameID: an embedded run treats an attempt that
+// ends in ERROR or gets no answer as the client library does — it retries
+// the same transaction id, at most maxErrorRetries times — and says what
+// the last error was; a refusal fails the transaction at once.
+func TestErrorsAreRetriedWithTheSameID(t *testing.T) {
+	outcome := func(o messages.TxnOutcome) *messages.TxnResult {
+		return &messages.TxnResult{Outcome: o, Node: "cn-1", Error: "owner RPC: unreachable"}
+	}
+	timeout := errors.New("node cn-1: submit: future: timeout")
+	for _, tc := range []struct {
+		name    string
+		answers []func() (*messages.TxnResult, error)
+		// want: committed, failed, errors, attempts made
+		committed, failed, errs uint64
+		attempts                int
+		last                    string
+	}{
+		{name: "error then commit", answers: []func() (*messages.TxnResult, error){
+			func() (*messages.TxnResult, error) { return outcome(messages.TxnOutcome_TXN_OUTCOME_ERROR), nil },
+			func() (*messages.TxnResult, error) { return nil, timeout },
+			func() (*messages.TxnResult, error) { return outcome(messages.TxnOutcome_TXN_OUTCOME_COMMITTED), nil },
+		}, committed: 1, errs: 2, attempts: 3, last: "attempt 2: node cn-1: submit: future: timeout"},
+		{name: "errors past the bound", answers: []func() (*messages.TxnResult, error){
+			func() (*messages.TxnResult, error) { return nil, timeout },
+		}, failed: 1, errs: maxErrorRetries + 1, attempts: maxErrorRetries + 1, last: "future: timeout"},
+		{name: "refused", answers: []func() (*messages.TxnResult, error){
+			func() (*messages.TxnResult, error) { return outcome(messages.TxnOutcome_TXN_OUTCOME_REJECTED), nil },
+		}, failed: 1, errs: 1, attempts: 1, last: "TXN_OUTCOME_REJECTED on cn-1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &runner{byType: map[string]*TypeStats{}}
+			msg := &messages.TxnSubmit{TxnId: 42}
+			var ids []uint64
+			r.attempts(msg, rand.New(rand.NewPCG(1, 2)), 100, func() (*messages.TxnResult, error) {
+				ids = append(ids, msg.GetTxnId())
+				return tc.answers[min(len(ids), len(tc.answers))-1]()
+			}, retryErrors(make(chan struct{})))
+			s := r.c.snap()
+			if s.committed != tc.committed || s.failed != tc.failed || r.errs.Load() != tc.errs || len(ids) != tc.attempts {
+				t.Fatalf("committed %d failed %d errors %d attempts %d; want %d %d %d %d",
+					s.committed, s.failed, r.errs.Load(), len(ids), tc.committed, tc.failed, tc.errs, tc.attempts)
+			}
+			for _, id := range ids {
+				if id != 42 {
+					t.Fatalf("attempt with id %d, want every attempt with the transaction's id 42", id)
+				}
+			}
+			if !strings.Contains(r.lastError(), tc.last) || !strings.HasPrefix(r.lastError(), "txn 42 ") {
+				t.Fatalf("last error %q, want it to name txn 42 and contain %q", r.lastError(), tc.last)
+			}
+		})
+	}
+	// Once the run is over, an error ends the transaction uncounted: it did
+	// not commit (ERROR) or it finishes on its node on its own.
+	r := &runner{byType: map[string]*TypeStats{}}
+	stop := make(chan struct{})
+	close(stop)
+	r.attempts(&messages.TxnSubmit{TxnId: 7}, rand.New(rand.NewPCG(1, 2)), 100, func() (*messages.TxnResult, error) {
+		return nil, errors.New("unreachable")
+	}, retryErrors(stop))
+	if s := r.c.snap(); s.failed != 0 || s.committed != 0 || r.errs.Load() != 1 {
+		t.Fatalf("after the run: %+v, %d errors; want nothing counted but the error", s, r.errs.Load())
+	}
+}
