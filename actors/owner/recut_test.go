@@ -303,3 +303,81 @@ func TestBankRecuts(t *testing.T) {
 	}
 	c.assertNothingHeld(t)
 }
+
+// TestRecutTakeoverNeedsTheLease: a remote grantee takes over the free
+// sentinel of another cohort of the same owner (a key group re-cut from
+// cohort 3 to cohort 4 on cn-0, TestRecutOnOneNode) only while it holds its
+// owner lease; without one the locks follow the sentinel to the cohort that
+// marked it, whose grants CAS from it and release to it, so the marks of a
+// re-cut stay put until a leased node takes them. Either way every CAS
+// expects the word it replaces: the memory node arbitrates.
+func TestRecutTakeoverNeedsTheLease(t *testing.T) {
+	c := verbCluster(t)
+	co0, co1 := c.coordinator(0), c.coordinator(1)
+	k := []uint64{0, 8, 16} // key group 0: cohort 1 on cn-0
+	publish := func(m *control.OwnerMap) {
+		c.published.Store(m)
+		for _, r := range c.resolvers {
+			if err := r.Update(m); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	recut := func(from control.CohortID, fromEpoch uint64, keep []control.KeyGroup, to control.CohortID, epoch uint64) {
+		t.Helper()
+		if err := c.tables[0].Do(func(tb *Table) error {
+			if err := tb.Reconfigure(from, fromEpoch, keep, epoch); err != nil {
+				return err
+			}
+			return tb.Install(to, []control.KeyGroup{0}, epoch)
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Epoch 2: key group 0 goes from cohort 1 to cohort 3; cn-0's grants
+	// leave the records marked S(3,2).
+	recut(1, 1, []control.KeyGroup{1}, 3, 2)
+	m2 := threeNodeMap(2)
+	m2.Cohorts[0].KeyGroups = []uint64{1}
+	m2.Cohorts = append(m2.Cohorts, control.Placement{Cohort: control.Cohort{ID: 3, KeyGroups: []uint64{0}}, Owner: 0})
+	publish(m2)
+	for range 2 {
+		bump(t, c, co0, k)
+	}
+	words := func(want uint64) {
+		t.Helper()
+		for _, key := range k {
+			if w := c.lockWord(t, key); w != want {
+				t.Fatalf("key %d: lock word %#x, want %#x", key, w, want)
+			}
+		}
+	}
+	words(Sentinel(3, 2, false))
+	// Epoch 3: key group 0 goes on to cohort 4; cn-1 locks its records
+	// through the owner RPC, first with its lease run out.
+	recut(3, 2, []control.KeyGroup{4}, 4, 3)
+	m3 := m2.Clone()
+	m3.Epoch = 3
+	m3.Cohorts[2].KeyGroups = []uint64{4}
+	m3.Cohorts = append(m3.Cohorts, control.Placement{Cohort: control.Cohort{ID: 4, KeyGroups: []uint64{0}}, Owner: 0})
+	publish(m3)
+	expired := &Lease{}
+	expired.Grant("cn-1", time.Now().Add(-2*time.Second), time.Second)
+	c.nodes[1].cfg.Lease = expired
+	for i := range 2 {
+		cnt, dev := bump(t, c, co1, k)
+		if cnt.LocksOwnerRPC != 3 || cnt.MNCAS != 3 || dev.CAS != 3 || c.nodes[1].Stats.Reclaimed.Load() != 0 {
+			t.Fatalf("no lease, transaction %d: %+v, memory node %d CAS, %d reclaimed", i, cnt, dev.CAS, c.nodes[1].Stats.Reclaimed.Load())
+		}
+		words(Sentinel(3, 2, false))
+	}
+	// With the lease, the next grants take cohort 3's sentinels over.
+	lease := &Lease{}
+	lease.Grant("cn-1", time.Now(), time.Minute)
+	c.nodes[1].cfg.Lease = lease
+	bump(t, c, co1, k)
+	if r := c.nodes[1].Stats.Reclaimed.Load(); r != 3 {
+		t.Fatalf("leased: %d sentinels taken over, want 3", r)
+	}
+	words(Sentinel(4, 3, false))
+}
