@@ -19,6 +19,10 @@ import (
 // GET PartitionRoutePath?rule=NAME&key=K1,K2[&epoch=E].
 const PartitionRoutePath = "/management/partition-route"
 
+// RemoveNodePath is the management API's node removal endpoint:
+// POST RemoveNodePath?node=NAME (see API.RemoveNode).
+const RemoveNodePath = "/management/nodes/remove"
+
 // Error codes of the management API's {code, message} bodies (SPEC §8),
 // with the HTTP status each comes with.
 const (
@@ -27,7 +31,25 @@ const (
 	CodeNoSuchRule      = "NoSuchRule"      // 404: the node serves no rule of that name
 	CodeNoSuchPartition = "NoSuchPartition" // 404: the key names a partition the workload lacks, or one with no live owner
 	CodeStaleEpoch      = "StaleEpoch"      // 409: the node's OwnerMap is older than the epoch asked for
+	CodeTokenRequired   = "TokenRequired"   // 403: the API has no token, and changing the cluster needs one
+	CodeNoSuchNode      = "NoSuchNode"      // 404: no roster names the node and it is not a member
+	CodeNodeLive        = "NodeLive"        // 409: the planner's membership lists the node as live
+	CodeTooMany         = "TooManyRemovals" // 409: the planner keeps as many removals as a roster has slots
+	CodeNoPlanner       = "NoPlanner"       // 503: no planner placed, or it did not answer in time
 )
+
+// RemoveResult is the body of a successful POST RemoveNodePath.
+type RemoveResult struct {
+	// Node is the removed node; Planner the planner that removed it.
+	Node    string `json:"node"`
+	Planner string `json:"planner"`
+	// Live and Known are the compute nodes the planner counts after the
+	// removal, and Quorum whether the live ones are a strict majority of
+	// the known ones (the planner publishes maps only then).
+	Live   int  `json:"live"`
+	Known  int  `json:"known"`
+	Quorum bool `json:"quorum"`
+}
 
 // Route sources: how a PartitionRoute's worker was chosen.
 const (
@@ -136,6 +158,26 @@ func (a *API) PartitionRoute(ctx context.Context, rule string, key []uint64, min
 	return r, nil
 }
 
+// RemoveNode asks the cluster's planner to stop counting node, a compute
+// node that is down for good, among the known ones, so that the survivors
+// of a cluster that lost half of its nodes or more regain a majority (see
+// docs/migration.md, "Removing a node"). The API must have a token. A
+// node the planner sees live is refused (IsCode(err, CodeNodeLive)).
+func (a *API) RemoveNode(ctx context.Context, node string) (RemoveResult, error) {
+	if node == "" {
+		return RemoveResult{}, errors.New("client: remove node: empty node name")
+	}
+	body, _, err := a.do(ctx, http.MethodPost, RemoveNodePath+"?"+url.Values{"node": {node}}.Encode(), a.limit())
+	if err != nil {
+		return RemoveResult{}, err
+	}
+	var r RemoveResult
+	if err := json.Unmarshal(body, &r); err != nil {
+		return RemoveResult{}, fmt.Errorf("client: remove node: %w", err)
+	}
+	return r, nil
+}
+
 func (a *API) limit() int64 {
 	if a.MaxResponseBytes > 0 {
 		return a.MaxResponseBytes
@@ -146,12 +188,17 @@ func (a *API) limit() int64 {
 // get fetches path (with its query) from the API, reading at most limit
 // bytes; a non-200 answer is an *APIError.
 func (a *API) get(ctx context.Context, path string, limit int64) ([]byte, http.Header, error) {
+	return a.do(ctx, http.MethodGet, path, limit)
+}
+
+// do is get with another method (no request body).
+func (a *API) do(ctx context.Context, method, path string, limit int64) ([]byte, http.Header, error) {
 	hc := a.HTTP
 	if hc == nil {
 		hc = &http.Client{Timeout: DefaultAPITimeout}
 	}
 	name, _, _ := strings.Cut(path, "?")
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+a.Addr+path, nil)
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+a.Addr+path, nil)
 	if err != nil {
 		return nil, nil, fmt.Errorf("client: %s: %w", name, err)
 	}

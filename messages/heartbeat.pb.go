@@ -759,6 +759,161 @@ func (x *LeaseGrant) GetReason() string {
 	return ""
 }
 
+// RemoveNode asks the planner to stop counting a compute node that is down
+// for good among the known ones (aura remove-node). The planner publishes
+// maps and grants owner leases only while the live compute nodes are a
+// strict majority of the known ones, so without this a cluster that lost
+// half of its nodes or more (one of two, two of three) publishes nothing
+// until they return. The planner refuses a node its membership lists as
+// live, and still moves the removed node's cohorts only after every lease
+// it may hold has run out; a removed node that comes back is known again.
+type RemoveNode struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The compute node's membership name.
+	Node string `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	// Who asked (the node whose management API took the request), for the
+	// planner's log.
+	Requester     string `protobuf:"bytes,2,opt,name=requester,proto3" json:"requester,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveNode) Reset() {
+	*x = RemoveNode{}
+	mi := &file_aura_v1_heartbeat_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveNode) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveNode) ProtoMessage() {}
+
+func (x *RemoveNode) ProtoReflect() protoreflect.Message {
+	mi := &file_aura_v1_heartbeat_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveNode.ProtoReflect.Descriptor instead.
+func (*RemoveNode) Descriptor() ([]byte, []int) {
+	return file_aura_v1_heartbeat_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *RemoveNode) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *RemoveNode) GetRequester() string {
+	if x != nil {
+		return x.Requester
+	}
+	return ""
+}
+
+// RemoveNodeReply is the planner's answer to a RemoveNode.
+type RemoveNodeReply struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The answering planner's node name.
+	Planner string `protobuf:"bytes,1,opt,name=planner,proto3" json:"planner,omitempty"`
+	// True: the node is no longer counted (also when it was removed before).
+	Removed bool `protobuf:"varint,2,opt,name=removed,proto3" json:"removed,omitempty"`
+	// Why not: "live" (the planner's membership lists the node), "unknown"
+	// (no roster names it and it is not a member), "bad name", "too many"
+	// (the planner keeps at most as many removals as a roster has slots).
+	Reason string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	// After the request: the live compute nodes, the known ones, and whether
+	// the live ones are a strict majority of the known ones.
+	Live          uint32 `protobuf:"varint,4,opt,name=live,proto3" json:"live,omitempty"`
+	Known         uint32 `protobuf:"varint,5,opt,name=known,proto3" json:"known,omitempty"`
+	Quorum        bool   `protobuf:"varint,6,opt,name=quorum,proto3" json:"quorum,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveNodeReply) Reset() {
+	*x = RemoveNodeReply{}
+	mi := &file_aura_v1_heartbeat_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveNodeReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveNodeReply) ProtoMessage() {}
+
+func (x *RemoveNodeReply) ProtoReflect() protoreflect.Message {
+	mi := &file_aura_v1_heartbeat_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveNodeReply.ProtoReflect.Descriptor instead.
+func (*RemoveNodeReply) Descriptor() ([]byte, []int) {
+	return file_aura_v1_heartbeat_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *RemoveNodeReply) GetPlanner() string {
+	if x != nil {
+		return x.Planner
+	}
+	return ""
+}
+
+func (x *RemoveNodeReply) GetRemoved() bool {
+	if x != nil {
+		return x.Removed
+	}
+	return false
+}
+
+func (x *RemoveNodeReply) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *RemoveNodeReply) GetLive() uint32 {
+	if x != nil {
+		return x.Live
+	}
+	return 0
+}
+
+func (x *RemoveNodeReply) GetKnown() uint32 {
+	if x != nil {
+		return x.Known
+	}
+	return 0
+}
+
+func (x *RemoveNodeReply) GetQuorum() bool {
+	if x != nil {
+		return x.Quorum
+	}
+	return false
+}
+
 var File_aura_v1_heartbeat_proto protoreflect.FileDescriptor
 
 const file_aura_v1_heartbeat_proto_rawDesc = "" +
@@ -824,7 +979,18 @@ const file_aura_v1_heartbeat_proto_rawDesc = "" +
 	"\agranted\x18\x02 \x01(\bR\agranted\x12!\n" +
 	"\flease_micros\x18\x03 \x01(\x04R\vleaseMicros\x12\x14\n" +
 	"\x05epoch\x18\x04 \x01(\x04R\x05epoch\x12\x16\n" +
-	"\x06reason\x18\x05 \x01(\tR\x06reasonB'Z%github.com/aura-runtime/aura/messagesb\x06proto3"
+	"\x06reason\x18\x05 \x01(\tR\x06reason\">\n" +
+	"\n" +
+	"RemoveNode\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12\x1c\n" +
+	"\trequester\x18\x02 \x01(\tR\trequester\"\x9f\x01\n" +
+	"\x0fRemoveNodeReply\x12\x18\n" +
+	"\aplanner\x18\x01 \x01(\tR\aplanner\x12\x18\n" +
+	"\aremoved\x18\x02 \x01(\bR\aremoved\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x12\n" +
+	"\x04live\x18\x04 \x01(\rR\x04live\x12\x14\n" +
+	"\x05known\x18\x05 \x01(\rR\x05known\x12\x16\n" +
+	"\x06quorum\x18\x06 \x01(\bR\x06quorumB'Z%github.com/aura-runtime/aura/messagesb\x06proto3"
 
 var (
 	file_aura_v1_heartbeat_proto_rawDescOnce sync.Once
@@ -838,16 +1004,18 @@ func file_aura_v1_heartbeat_proto_rawDescGZIP() []byte {
 	return file_aura_v1_heartbeat_proto_rawDescData
 }
 
-var file_aura_v1_heartbeat_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_aura_v1_heartbeat_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_aura_v1_heartbeat_proto_goTypes = []any{
-	(*AccessSummary)(nil), // 0: aura.v1.AccessSummary
-	(*NodeWeight)(nil),    // 1: aura.v1.NodeWeight
-	(*Edge)(nil),          // 2: aura.v1.Edge
-	(*TypedEdge)(nil),     // 3: aura.v1.TypedEdge
-	(*LockStats)(nil),     // 4: aura.v1.LockStats
-	(*KgCount)(nil),       // 5: aura.v1.KgCount
-	(*KgHome)(nil),        // 6: aura.v1.KgHome
-	(*LeaseGrant)(nil),    // 7: aura.v1.LeaseGrant
+	(*AccessSummary)(nil),   // 0: aura.v1.AccessSummary
+	(*NodeWeight)(nil),      // 1: aura.v1.NodeWeight
+	(*Edge)(nil),            // 2: aura.v1.Edge
+	(*TypedEdge)(nil),       // 3: aura.v1.TypedEdge
+	(*LockStats)(nil),       // 4: aura.v1.LockStats
+	(*KgCount)(nil),         // 5: aura.v1.KgCount
+	(*KgHome)(nil),          // 6: aura.v1.KgHome
+	(*LeaseGrant)(nil),      // 7: aura.v1.LeaseGrant
+	(*RemoveNode)(nil),      // 8: aura.v1.RemoveNode
+	(*RemoveNodeReply)(nil), // 9: aura.v1.RemoveNodeReply
 }
 var file_aura_v1_heartbeat_proto_depIdxs = []int32{
 	1, // 0: aura.v1.AccessSummary.nodes:type_name -> aura.v1.NodeWeight
@@ -874,7 +1042,7 @@ func file_aura_v1_heartbeat_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_aura_v1_heartbeat_proto_rawDesc), len(file_aura_v1_heartbeat_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   8,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

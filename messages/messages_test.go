@@ -103,6 +103,8 @@ func testCases() []testCase {
 		{"KgCount", &KgCount{Kg: 77, Count: 12}},
 		{"KgHome", &KgHome{Kg: 77, HomeCounts: []uint64{0, 12, 3, 0, 1}}},
 		{"LeaseGrant", &LeaseGrant{Planner: "cn-0", Granted: true, LeaseMicros: 1_000_000, Epoch: 42, Reason: "-"}},
+		{"RemoveNode", &RemoveNode{Node: "cn-2", Requester: "cn-1"}},
+		{"RemoveNodeReply", &RemoveNodeReply{Planner: "cn-1", Removed: true, Reason: "-", Live: 1, Known: 1, Quorum: true}},
 
 		// owner.proto
 		{"LockRequest", &LockRequest{TxnId: 99, CohortId: 7, Epoch: 41, Records: []*RecordRef{rec(1, 2), rec(1, 3)},

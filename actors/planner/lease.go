@@ -35,6 +35,9 @@ import (
 //     this planner's that places none on it, and no later map placed one
 //     (clean); any other known node may, whatever the previous planner
 //     gave it. A move's target is not clean from its handoff on;
+//   - does not count a node an operator removed (RemoveNode: down for good)
+//     among the known ones while it is not live, but still waits out its
+//     lease like any departed node's before moving its cohorts;
 //   - republishes its assignment at the next epoch when departed nodes left
 //     its roster and nothing else changed, so that the rosters installed on
 //     the nodes (what a later planner counts) drop them.
@@ -51,8 +54,22 @@ func (a *Actor) leaseWaitMicros() int64 {
 	return l + l/4 + a.cfg.Transfer.DrainDeadlineMicros
 }
 
-// known returns the compute nodes a majority is counted over.
+// known returns the compute nodes a majority is counted over: those named
+// anywhere (named), less the ones an operator removed that are not live.
 func (a *Actor) known() map[string]bool {
+	k := a.named()
+	for name := range a.removed {
+		if !a.live[name] {
+			delete(k, name)
+		}
+	}
+	return k
+}
+
+// named returns the live compute nodes and those the rosters name: the
+// planner's, the one installed on its own node and those the live nodes'
+// heartbeats report.
+func (a *Actor) named() map[string]bool {
 	k := make(map[string]bool, len(a.live)+len(a.roster)+len(a.nodes.Known))
 	for name := range a.live {
 		k[name] = true
@@ -149,6 +166,11 @@ func (a *Actor) leaseHeld(now int64) (string, int64) {
 	for name := range a.granted {
 		names[name] = true
 	}
+	// A removed node is not counted for the majority but may still hold
+	// a lease (an operator may remove a node that is cut off, not down).
+	for name := range a.removed {
+		names[name] = true
+	}
 	for _, name := range slices.Sorted(maps.Keys(names)) {
 		if a.live[name] || a.clean[name] {
 			continue
@@ -231,4 +253,57 @@ func (a *Actor) pruneGrants(now int64) {
 			delete(a.clean, name)
 		}
 	}
+	// A removal is kept until no roster names the node any more and its
+	// lease ran out: the maps published since no longer count it anyway.
+	named := a.named()
+	for name := range a.removed {
+		if _, granted := a.granted[name]; !named[name] && !granted {
+			delete(a.removed, name)
+		}
+	}
 }
+
+// removeNode answers an operator's RemoveNode: a node that is not live
+// stops counting among the known nodes, so that the survivors of a cluster
+// that lost half of its nodes or more regain a majority. Its cohorts still
+// move only after its lease ran out (leaseHeld counts removed nodes), and
+// a removed node that comes back is known again (setNodes). The removal
+// is the planner's soft state like the rest: a planner that takes over
+// before the maps without the node were installed does not know it, and
+// the operator repeats it.
+func (a *Actor) removeNode(m *messages.RemoveNode) *messages.RemoveNodeReply {
+	name := m.GetNode()
+	r := &messages.RemoveNodeReply{Planner: a.cfg.Name}
+	switch {
+	case name == "" || len(name) > maxNodeName:
+		r.Reason = "bad name"
+	case a.live[name]:
+		r.Reason = "live"
+	case a.removed[name]:
+		r.Removed = true
+	case !a.named()[name]:
+		r.Reason = "unknown"
+	case len(a.removed) >= control.MaxNodes:
+		r.Reason = "too many"
+	default:
+		a.removed[name] = true
+		r.Removed = true
+		a.status.Removals++
+		a.noQuorumLogged = false
+		a.log.Warn("compute node removed by an operator: no longer counted among the known nodes",
+			"node", name, "requester", m.GetRequester(), "live", len(a.live), "known", len(a.known()))
+	}
+	k := a.known()
+	r.Known = uint32(len(k))
+	for name := range k {
+		if a.live[name] {
+			r.Live++
+		}
+	}
+	r.Quorum = a.quorum()
+	return r
+}
+
+// maxNodeName bounds a node name in a RemoveNode (membership names are
+// short; a longer one is no node's).
+const maxNodeName = 256

@@ -7,6 +7,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/aura-runtime/aura/control"
 	"github.com/aura-runtime/aura/messages"
 )
 
@@ -184,5 +185,127 @@ func TestPlannerCountsReportedRosters(t *testing.T) {
 	}
 	if st := status(t, sys.Root, pid); st.Quorum || st.Epoch != 0 {
 		t.Fatalf("status %+v: want no quorum and nothing published", st)
+	}
+}
+
+// installedMaps returns the maps node installed, in order, and when.
+func (c *fakeCluster) installedMaps(node string) ([]*control.OwnerMap, []time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.maps[node]), slices.Clone(c.at[node])
+}
+
+// removeNode asks the planner to stop counting node.
+func removeNode(t *testing.T, root *actor.RootContext, pid *actor.PID, node string) *messages.RemoveNodeReply {
+	t.Helper()
+	r, err := root.RequestFuture(pid, &messages.RemoveNode{Node: node, Requester: "test"}, 5*time.Second).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, ok := r.(*messages.RemoveNodeReply)
+	if !ok {
+		t.Fatalf("answer %T, want *messages.RemoveNodeReply", r)
+	}
+	return rep
+}
+
+// TestPlannerRemoveNode: of two compute nodes one crashes; the survivor is
+// no majority, so nothing is published and no lease granted, and the lost
+// node's cohorts stay placed on it. An operator removes it (a live node or
+// an unknown one is refused): the survivor is a majority again, and the
+// lost node's cohorts move to it — only once the lease the lost node held
+// ran out — and its slot leaves the roster. Back, it is counted again.
+func TestPlannerRemoveNode(t *testing.T) {
+	names := []string{"cn-0", "cn-1"}
+	fc := newFakeCluster(names...)
+	sys, pid := start(t, fc, names)
+	defer stop(sys, pid)
+	d := newDriver(t, 2)
+	d.installed = fc.installed
+	st := waitFor(t, d, sys, pid, "an acknowledged map with cohorts on both nodes", func(s Status) bool {
+		return s.Acked >= 1 && s.Acked == s.Epoch && ownsAny(fc, "cn-0", 0) && ownsAny(fc, "cn-0", 1)
+	})
+	if g := askLease(t, sys.Root, pid, "cn-1", fc.installed("cn-1"), names...); !g.Granted {
+		t.Fatalf("cn-1: %+v", g)
+	}
+	grantedAt := time.Now()
+
+	// cn-1 crashes: one of two is no majority.
+	sys.Root.Send(pid, Nodes{Names: names[:1], MembershipEpoch: 2, Known: names})
+	d = newDriver(t, 1) // only cn-0 runs transactions now
+	d.installed = fc.installed
+	st = waitFor(t, d, sys, pid, "20 ticks without a majority", func(s Status) bool { return s.NoQuorumTicks >= 20 })
+	if st.Quorum || st.Epoch != st.Acked || !ownsAny(fc, "cn-0", 1) {
+		t.Fatalf("one of two live: %+v; want no new epoch and cn-1's cohorts where they were", st)
+	}
+	if g := askLease(t, sys.Root, pid, "cn-0", fc.installed("cn-0"), names...); g.Granted || g.Reason != "no quorum" {
+		t.Fatalf("survivor's lease without a majority: %+v", g)
+	}
+	for _, tc := range []struct{ node, reason string }{{"cn-0", "live"}, {"cn-9", "unknown"}, {"", "bad name"}} {
+		if r := removeNode(t, sys.Root, pid, tc.node); r.Removed || r.Reason != tc.reason || r.Quorum {
+			t.Fatalf("remove %q: %+v, want refused %q", tc.node, r, tc.reason)
+		}
+	}
+	r := removeNode(t, sys.Root, pid, "cn-1")
+	if !r.Removed || !r.Quorum || r.Live != 1 || r.Known != 1 || r.Planner != "cn-0" {
+		t.Fatalf("remove cn-1: %+v", r)
+	}
+	if again := removeNode(t, sys.Root, pid, "cn-1"); !again.Removed {
+		t.Fatalf("removing cn-1 again: %+v", again)
+	}
+	maps, _ := fc.installedMaps("cn-0")
+	before := len(maps)
+	st = waitFor(t, d, sys, pid, "cn-1's cohorts moved and cn-1 out of the roster", func(s Status) bool {
+		return !ownsAny(fc, "cn-0", 1) && !slices.Contains(fc.lastRoster("cn-0"), "cn-1") && s.Acked == s.Epoch
+	})
+	wait := time.Duration(time.Second.Microseconds()*5/4+DefaultConfig("cn-0", 2).Transfer.DrainDeadlineMicros) * time.Microsecond
+	maps, at := fc.installedMaps("cn-0")
+	for i := before; i < len(maps); i++ {
+		if !placesOn(fc, "cn-0", i, 1) && at[i].Sub(grantedAt) < wait {
+			t.Fatalf("epoch %d moved cn-1's cohorts %v after its lease was granted, want ≥ %v", maps[i].Epoch, at[i].Sub(grantedAt), wait)
+		}
+	}
+	if !st.Quorum || st.Removals != 1 {
+		t.Fatalf("after the removal: %+v", st)
+	}
+	if g := askLease(t, sys.Root, pid, "cn-0", fc.installed("cn-0"), "cn-0"); !g.Granted {
+		t.Fatalf("survivor's lease after the removal: %+v", g)
+	}
+
+	// cn-1 comes back: it is known (and live) again.
+	sys.Root.Send(pid, Nodes{Names: names, MembershipEpoch: 3, Known: []string{"cn-0"}})
+	if st := status(t, sys.Root, pid); len(st.Removed) != 0 || !st.Quorum {
+		t.Fatalf("cn-1 back: %+v, want it no longer removed", st)
+	}
+	sys.Root.Send(pid, Nodes{Names: names[:1], MembershipEpoch: 4, Known: names})
+	if st := status(t, sys.Root, pid); st.Quorum {
+		t.Fatalf("cn-1 gone again, not removed this time: %+v, want no majority", st)
+	}
+}
+
+// TestPlannerRemovalKeepsTheLeaseWait: a planner that starts on the
+// survivor of two nodes and is told to remove the other one publishes its
+// first map only once a lease the other one may hold — granted by the
+// planner before it, which this one cannot know — has run out.
+func TestPlannerRemovalKeepsTheLeaseWait(t *testing.T) {
+	names := []string{"cn-0", "cn-1"}
+	fc := newFakeCluster(names...)
+	started := time.Now()
+	sys, pid := spawn(t, fc, DefaultConfig("cn-0", 2))
+	defer stop(sys, pid)
+	sys.Root.Send(pid, Nodes{Names: names[:1], MembershipEpoch: 3, Known: names})
+	if r := removeNode(t, sys.Root, pid, "cn-1"); !r.Removed || !r.Quorum {
+		t.Fatalf("remove cn-1: %+v", r)
+	}
+	d := newDriver(t, 1)
+	d.installed = fc.installed
+	waitFor(t, d, sys, pid, "a published map", func(s Status) bool { return s.Acked >= 1 })
+	maps, at := fc.installedMaps("cn-0")
+	wait := time.Duration(time.Second.Microseconds()*5/4+DefaultConfig("cn-0", 2).Transfer.DrainDeadlineMicros) * time.Microsecond
+	if len(maps) == 0 || at[0].Sub(started) < wait {
+		t.Fatalf("first map %v after the planner started, want ≥ %v", at[0].Sub(started), wait)
+	}
+	if st := status(t, sys.Root, pid); st.LeaseHolds == 0 {
+		t.Fatalf("status %+v: want the first map held for cn-1's lease", st)
 	}
 }

@@ -217,6 +217,10 @@ type Status struct {
 	NoQuorumTicks              uint64
 	LeaseGrants, LeaseRefusals uint64
 	LeaseHolds                 uint64
+	// Removed are the nodes an operator removed (RemoveNode) that a roster
+	// still names; Removals counts the removals accepted.
+	Removed  []string
+	Removals uint64
 }
 
 // GetStatus asks the actor for its Status.
@@ -311,7 +315,10 @@ type Actor struct {
 	clean     map[string]bool
 	// reported is the roster each live node's last heartbeat said it
 	// installed: its names are known nodes too.
-	reported        map[string][]string
+	reported map[string][]string
+	// removed are the nodes an operator removed (RemoveNode): not counted
+	// among the known ones while they are not live.
+	removed         map[string]bool
 	noQuorumLogged  bool
 	leaseHeldLogged string
 
@@ -350,6 +357,7 @@ func NewActor(cfg Config, pusher Pusher) (*Actor, error) {
 		inlineMigrator: inlineMigrator, inlinePusher: inlinePusher,
 		installEpoch: map[control.CohortID]uint64{}, decisions: newRing[Decision](MaxDecisions),
 		granted: map[string]int64{}, joinEpoch: map[string]uint64{}, clean: map[string]bool{}, reported: map[string][]string{},
+		removed:    map[string]bool{},
 		migrations: newRing[MigrationRecord](MaxMigrationRecords)}
 	if migrator != nil {
 		// Migration ids only need to differ from a previous planner's
@@ -440,6 +448,8 @@ func (a *Actor) Receive(ctx actor.Context) {
 		if a.xfer != nil {
 			a.onTransferTick(ctx)
 		}
+	case *messages.RemoveNode:
+		ctx.Respond(a.removeNode(m))
 	case GetStatus:
 		ctx.Respond(a.snapshot())
 	case GetDecisions:
@@ -455,6 +465,7 @@ func (a *Actor) snapshot() Status {
 	st.DrainMicros = slices.Clone(a.drainMicros)
 	st.Refining = a.inflight != nil
 	st.Quorum = a.quorum()
+	st.Removed = slices.Sorted(maps.Keys(a.removed))
 	return st
 }
 
@@ -492,6 +503,10 @@ func (a *Actor) setNodes(ctx actor.Context, n Nodes) {
 	dropGone(a.joinEpoch, a.live)
 	dropGone(a.reported, a.live)
 	for name := range a.live {
+		if a.removed[name] {
+			a.log.Info("a removed compute node is back: known again", "node", name)
+			delete(a.removed, name)
+		}
 		if !was[name] {
 			// Maps published while it was away moved its cohorts
 			// without its acknowledgement: no lease before it has

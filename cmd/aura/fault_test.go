@@ -92,6 +92,56 @@ func TestFaultOwnerKill9(t *testing.T) {
 	})
 }
 
+// TestFaultTwoNodeCrashRemoved: of two compute nodes, cn-2 is killed -9.
+// The survivor is no majority of the two known nodes, so the planner
+// publishes nothing and cn-2's key groups stay placed on it (their
+// transactions abort) — until an operator removes cn-2 with aura
+// remove-node: then its cohorts move to cn-1 once cn-2's lease ran out,
+// and the cluster converges on one node. The clients stop sending to cn-2
+// shortly before the kill: a transaction killed while it holds locks
+// leaves them held until a repair sweep that is not written yet (see
+// docs/faults.md), and with two nodes such locks on a few hot accounts can
+// stall every client for the rest of a short scenario; the owner-kill
+// scenarios keep that case.
+func TestFaultTwoNodeCrashRemoved(t *testing.T) {
+	skipFaults(t, false)
+	runFault(t, "two-node-crash-removed", 2, func(c *faultCluster, lc *bankLoad, tm faultTimes) {
+		cn1, cn2 := c.node("cn-1"), c.node("cn-2")
+		c.locksMustClear = true // no transaction is killed holding one
+		only := []*faultNode{cn1}
+		lc.nodes.Store(&only)
+		time.Sleep(300 * time.Millisecond) // cn-2's transactions finish
+		c.kill9(cn2)
+		lc.route()
+		c.inject("kill -9 cn-2 (one of two; no transaction running on it)")
+		time.Sleep(tm.fault / 2)
+		m, err := metricsOf(cn1)
+		if err != nil || m["aura_planner_quorum"] != 0 {
+			t.Errorf("one of two nodes live: planner quorum %v (%v), want 0", m["aura_planner_quorum"], err)
+		}
+		if others, err := othersOwn(cn1); err != nil || !others {
+			// cn-2 may have owned nothing when it was killed (the drift
+			// moves cohorts): then there is nothing to hold.
+			t.Logf("before the removal: cn-1's map places cohorts on another node: %v (%v)", others, err)
+		}
+		out, err := runAura("remove-node", "cn-2", "--down", "--http-addr", cn1.http, "--auth-token", faultAPIToken)
+		if err != nil || !strings.Contains(out, "a majority") {
+			t.Fatalf("aura remove-node cn-2: %v\n%s", err, out)
+		}
+		c.inject("aura remove-node cn-2: %s", strings.TrimSpace(out))
+		start := time.Now()
+		others, err := othersOwn(cn1)
+		for ; (others || err != nil) && time.Since(start) < 15*time.Second; others, err = othersOwn(cn1) {
+			time.Sleep(50 * time.Millisecond)
+		}
+		if others || err != nil {
+			t.Errorf("15 s after the removal cn-1's map still places cohorts on another node (%v)", err)
+		}
+		c.inject("cn-2's cohorts on cn-1 %v after the removal", time.Since(start).Round(100*time.Millisecond))
+		time.Sleep(tm.fault / 2)
+	})
+}
+
 // TestFaultMNConnectionLoss: every compute node's connections to the
 // memory node are reset, and new ones refused (reset on accept) for half
 // the fault time; then the proxy heals and the nodes reconnect.

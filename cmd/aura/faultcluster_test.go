@@ -34,6 +34,7 @@ import (
 
 	"github.com/aura-runtime/aura/client"
 	"github.com/aura-runtime/aura/internal/netfault"
+	"github.com/aura-runtime/aura/manifest"
 	"github.com/aura-runtime/aura/messages"
 	"github.com/aura-runtime/aura/rdma"
 	"github.com/aura-runtime/aura/rdma/tcp"
@@ -166,7 +167,7 @@ func newFaultCluster(t *testing.T, n int, extra ...string) *faultCluster {
 	t.Cleanup(func() { dev.Close() })
 	c.dev = dev
 	c.layout = loadTables(t, ctx, dev, wl)
-	c.common = append(append([]string{"--mn", c.mnProxy.Addr(), "--test-timings", "--heartbeat", "50ms", "--tick", "50ms",
+	c.common = append(append([]string{"--mn", c.mnProxy.Addr(), "--auth-token", faultAPIToken, "--test-timings", "--heartbeat", "50ms", "--tick", "50ms",
 		"--coordinators", "4", "--log-level", "info"}, extra...), wlArgs...)
 	for i := range n {
 		ip := fmt.Sprintf("127.0.0.%d", 11+i)
@@ -331,8 +332,17 @@ func (c *faultCluster) inject(format string, args ...any) {
 
 var faultHTTP = &http.Client{Timeout: 2 * time.Second}
 
+// faultAPIToken is the management API token of the scenarios' nodes (an
+// operator's requests, such as aura remove-node, need one).
+const faultAPIToken = "fault-scenarios-token"
+
 func fetch(url string) ([]byte, error) {
-	resp, err := faultHTTP.Get(url)
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+faultAPIToken)
+	resp, err := faultHTTP.Do(req)
 	if err != nil {
 		return nil, err
 	}
@@ -354,6 +364,35 @@ func topologyOf(fn *faultNode) (client.Topology, error) {
 		return topo, err
 	}
 	return topo, json.Unmarshal(b, &topo)
+}
+
+// othersOwn reports whether fn's installed OwnerMap places a cohort on a
+// node other than fn.
+func othersOwn(fn *faultNode) (bool, error) {
+	topo, err := topologyOf(fn)
+	if err != nil {
+		return false, err
+	}
+	self := -1
+	for _, w := range topo.Workers {
+		if w.WorkerID == fn.name {
+			self = w.WorkerIndex
+		}
+	}
+	b, err := fetch("http://" + fn.http + client.OwnerMapPath)
+	if err != nil {
+		return false, err
+	}
+	m, _, err := manifest.Decode(b, manifest.DecodeOptions{})
+	if err != nil {
+		return false, err
+	}
+	for _, p := range m.Cohorts {
+		if p.Owner != self {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // metricsOf returns a node's /metrics samples by series name (labels

@@ -21,7 +21,7 @@ import (
 	"github.com/aura-runtime/aura/rules"
 )
 
-func init() { subcommands = append(subcommands, newTopologyCmd, newRouteCmd) }
+func init() { subcommands = append(subcommands, newTopologyCmd, newRouteCmd, newRemoveNodeCmd) }
 
 // maxCLITimeout bounds --timeout of aura topology and aura route: a
 // management API answers in milliseconds, so a minute only covers a
@@ -114,6 +114,73 @@ the command exit non-zero.`,
 		},
 	}
 	f.register(cmd.Flags())
+	return cmd
+}
+
+func newRemoveNodeCmd() *cobra.Command {
+	f := &apiFlags{}
+	var down bool
+	cmd := &cobra.Command{
+		Use:   "remove-node NAME",
+		Short: "Tell the planner that a compute node is down for good, so the survivors regain a majority",
+		Long: `Ask the cluster's planner, through any node's management API (POST
+/management/nodes/remove), to stop counting the compute node NAME among the
+known nodes.
+
+The planner publishes OwnerMaps and grants owner leases only while the live
+compute nodes are a strict majority of the known ones (docs/migration.md).
+A cluster that lost half of its compute nodes or more — one of two, two of
+three — therefore publishes nothing until they return: the survivors keep
+their own cohorts, and the lost nodes' key groups stay placed on them. Once
+the lost nodes are removed, the survivors are a majority again; the planner
+moves a removed node's cohorts once every owner lease it may hold has run
+out, as after any crash, and frees its slot.
+
+Remove only a node that is down for good (its process stopped, its machine
+gone). A node that is only cut off by the network may still be live on the
+other side: removing it there can let both sides believe they are the
+majority, and give one cohort two owners. That is why the command wants
+--down, and the management API serves it only when the nodes run with
+--auth-token. The planner refuses a node it sees live (NodeLive). A
+removed node that starts again is counted again.
+
+Errors are shown with the API's code and exit non-zero: TokenRequired,
+NotAuthorized, NodeLive, NoSuchNode, NoPlanner (no planner placed, or it did
+not answer: retry), TooManyRemovals.`,
+		Example: `  AURA_AUTH_TOKEN=s3cret aura remove-node cn-2 --down --http-addr 127.0.0.1:8081`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var errs []error
+			api, err := f.api(os.Getenv)
+			if err != nil {
+				errs = append(errs, err)
+			}
+			if !down {
+				errs = append(errs, errors.New("--down is required: remove only a node that is down for good (see --help)"))
+			}
+			if len(errs) > 0 {
+				return errors.Join(errs...)
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
+			defer cancel()
+			r, err := api.RemoveNode(ctx, args[0])
+			if err != nil {
+				return explain(err)
+			}
+			if f.json {
+				return writeJSON(cmd.OutOrStdout(), r)
+			}
+			majority := "a majority: the planner publishes again"
+			if !r.Quorum {
+				majority = "still no majority: remove the other lost nodes too, or bring them back"
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "planner %s no longer counts %s: %d of %d known compute nodes live, %s\n",
+				r.Planner, r.Node, r.Live, r.Known, majority)
+			return err
+		},
+	}
+	f.register(cmd.Flags())
+	cmd.Flags().BoolVar(&down, "down", false, "confirm that the node is down for good, not only cut off (required)")
 	return cmd
 }
 

@@ -437,6 +437,7 @@ func runNode(ctx context.Context, f *nodeFlags, stdout, stderr io.Writer) error 
 	if mgmt != nil {
 		nm.attach(node, mem, dev.Stats, pl.status)
 		mgmt.dash.decisions = pl.decisions // before attach: the sampler reads it once attached
+		mgmt.removeNode = pl.removeNode
 		mgmt.attach(node, mem, f.plannerOrder)
 	}
 	gaddr := mem.Addr()
@@ -710,6 +711,35 @@ func (p *plannerHost) heartbeat(s *messages.AccessSummary, reply func(*messages.
 	}
 	p.beats.Send(actor.NewPID(addr, "planner"), s, reply)
 }
+
+// removeNode asks the current planner, wherever it runs, to stop counting
+// node among the known compute nodes (messages.RemoveNode), waiting at most
+// timeout for its answer.
+func (p *plannerHost) removeNode(node string, timeout time.Duration) (*messages.RemoveNodeReply, error) {
+	p.mu.Lock()
+	leader := p.leader
+	p.mu.Unlock()
+	if leader == "" {
+		return nil, errNoPlanner
+	}
+	addr, ok := p.book.RemoteAddress(leader)
+	if !ok {
+		return nil, fmt.Errorf("%w: no remote address for %s", errNoPlanner, leader)
+	}
+	r, err := p.sys.Root.RequestFuture(actor.NewPID(addr, "planner"), &messages.RemoveNode{Node: node, Requester: p.self}, timeout).Result()
+	if err != nil {
+		return nil, fmt.Errorf("planner on %s: %w", leader, err)
+	}
+	rep, ok := r.(*messages.RemoveNodeReply)
+	if !ok {
+		return nil, fmt.Errorf("planner on %s answered %T", leader, r)
+	}
+	return rep, nil
+}
+
+// errNoPlanner: this node's membership view places no planner (no live
+// node with the planner role), so nothing can take the request.
+var errNoPlanner = errors.New("no planner placed")
 
 // placementPeriod is how often the host re-reads membership: a placement
 // change (and a new node's slot) is seen within it after the view changes.

@@ -26,6 +26,7 @@ import (
 	"github.com/aura-runtime/aura/control"
 	"github.com/aura-runtime/aura/control/router"
 	"github.com/aura-runtime/aura/manifest"
+	"github.com/aura-runtime/aura/messages"
 	"github.com/aura-runtime/aura/rules"
 	"github.com/aura-runtime/aura/workload"
 )
@@ -117,6 +118,10 @@ type mgmtServer struct {
 	authLogged   uint64
 	authLoggedAt int64
 
+	// removeNode forwards a removal to the planner (plannerHost
+	// .removeNode); nil: the endpoint answers NoPlanner.
+	removeNode func(node string, timeout time.Duration) (*messages.RemoveNodeReply, error)
+
 	rtMu    sync.Mutex
 	rtMap   *control.OwnerMap // the map rt was built from
 	rt      *router.Router
@@ -171,6 +176,7 @@ func startMgmtEarly(ln net.Listener, log *slog.Logger, opts mgmtOptions) *mgmtSe
 	api.HandleFunc(client.TopologyPath, s.get(s.topology))
 	api.HandleFunc(client.OwnerMapPath, s.get(s.ownerMap))
 	api.HandleFunc(client.PartitionRoutePath, s.method(s.partitionRoute))
+	api.HandleFunc(client.RemoveNodePath, s.removeNodeHandler)
 	api.HandleFunc(metricsPath, s.get(s.metrics))
 	api.HandleFunc(dashboardStatePath, s.get(s.dash.serveState))
 	api.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -356,6 +362,68 @@ func (s *mgmtServer) get(h http.HandlerFunc) http.HandlerFunc {
 		}
 		h(w, r)
 	})
+}
+
+// removeNodeTimeout bounds the wait for the planner's answer to a
+// removal: it answers at once unless its mailbox is full or it is gone.
+const removeNodeTimeout = 3 * time.Second
+
+// removeNodeHandler serves POST RemoveNodePath?node=NAME: the planner stops
+// counting NAME among the known compute nodes (messages.RemoveNode). It
+// changes how the cluster decides, so it is served only when the API has a
+// token: unauthenticated, anyone who reaches the API could make a cut-off
+// minority believe it is a majority.
+func (s *mgmtServer) removeNodeHandler(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", "POST")
+		writeAPIError(w, http.StatusMethodNotAllowed, "MethodNotAllowed", r.Method+" not allowed, use POST")
+		return
+	}
+	if s.opts.AuthToken == "" {
+		writeAPIError(w, http.StatusForbidden, client.CodeTokenRequired,
+			"removing a node changes the cluster's majority: start the nodes with --auth-token to allow it")
+		return
+	}
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	node := q.Get("node")
+	switch {
+	case err != nil:
+		writeAPIError(w, http.StatusBadRequest, client.CodeBadRequest, "query: "+err.Error())
+		return
+	case len(q) != 1 || len(q["node"]) != 1 || node == "":
+		writeAPIError(w, http.StatusBadRequest, client.CodeBadRequest, "want exactly one query parameter, node=NAME")
+		return
+	case s.removeNode == nil:
+		writeAPIError(w, http.StatusServiceUnavailable, client.CodeNoPlanner, "this node runs no planner placement")
+		return
+	}
+	rep, err := s.removeNode(node, removeNodeTimeout)
+	if err != nil {
+		writeAPIError(w, http.StatusServiceUnavailable, client.CodeNoPlanner, err.Error()+"; retry shortly")
+		return
+	}
+	switch {
+	case rep.GetRemoved():
+	case rep.GetReason() == "live":
+		writeAPIError(w, http.StatusConflict, client.CodeNodeLive,
+			fmt.Sprintf("planner %s sees %s live: stop it first (a running node leaves by itself on SIGTERM)", rep.GetPlanner(), clipText(node)))
+		return
+	case rep.GetReason() == "unknown":
+		writeAPIError(w, http.StatusNotFound, client.CodeNoSuchNode,
+			fmt.Sprintf("planner %s knows no compute node %q", rep.GetPlanner(), clipText(node)))
+		return
+	case rep.GetReason() == "too many":
+		writeAPIError(w, http.StatusConflict, client.CodeTooMany, "planner "+rep.GetPlanner()+" holds as many removals as a roster has slots")
+		return
+	default:
+		writeAPIError(w, http.StatusBadRequest, client.CodeBadRequest, "planner "+rep.GetPlanner()+": "+rep.GetReason())
+		return
+	}
+	s.log.Warn("compute node removed", "node", node, "planner", rep.GetPlanner(), "live", rep.GetLive(), "known", rep.GetKnown(),
+		"quorum", rep.GetQuorum(), "remote", r.RemoteAddr)
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(client.RemoveResult{Node: node, Planner: rep.GetPlanner(),
+		Live: int(rep.GetLive()), Known: int(rep.GetKnown()), Quorum: rep.GetQuorum()})
 }
 
 func writeAPIError(w http.ResponseWriter, status int, code, msg string) {

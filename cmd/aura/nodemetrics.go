@@ -276,6 +276,8 @@ func (m *nodeMetrics) writePlanner(w io.Writer) {
 	c("aura_planner_lease_grants_total", st.LeaseGrants)
 	c("aura_planner_lease_refusals_total", st.LeaseRefusals)
 	c("aura_planner_lease_holds_total", st.LeaseHolds)
+	c("aura_planner_removals_total", st.Removals)
+	gu("aura_planner_removed_nodes", uint64(len(st.Removed)))
 	gu("aura_planner_graph_nodes", uint64(max(st.GraphNodes, 0)))
 	gu("aura_planner_graph_edges", uint64(max(st.GraphEdges, 0)))
 	gu("aura_planner_epoch", st.Epoch)
