@@ -9,10 +9,11 @@ import (
 	"github.com/aura-runtime/aura/messages"
 )
 
-// TestErrorsAreRetriedWithTheSameID: an embedded run treats an attempt that
-// ends in ERROR or gets no answer as the client library does — it retries
-// the same transaction id, at most maxErrorRetries times — and says what
-// the last error was; a refusal fails the transaction at once.
+// TestErrorsAreRetriedWithTheSameID: an embedded run retries a transaction
+// whose attempt ended in ERROR or got no answer — the same transaction (its
+// id is the message's), the next attempt number, at most maxErrorRetries
+// times — and says what the last error was; a refusal fails the
+// transaction at once.
 func TestErrorsAreRetriedWithTheSameID(t *testing.T) {
 	outcome := func(o messages.TxnOutcome) *messages.TxnResult {
 		return &messages.TxnResult{Outcome: o, Node: "cn-1", Error: "owner RPC: unreachable"}
@@ -43,17 +44,17 @@ func TestErrorsAreRetriedWithTheSameID(t *testing.T) {
 			msg := &messages.TxnSubmit{TxnId: 42}
 			var ids []uint64
 			r.attempts(msg, rand.New(rand.NewPCG(1, 2)), 100, func() (*messages.TxnResult, error) {
-				ids = append(ids, msg.GetTxnId())
+				ids = append(ids, uint64(msg.GetAttempt()))
 				return tc.answers[min(len(ids), len(tc.answers))-1]()
 			}, retryErrors(make(chan struct{})))
 			s := r.c.snap()
-			if s.committed != tc.committed || s.failed != tc.failed || r.errs.Load() != tc.errs || len(ids) != tc.attempts {
+			if s.committed != tc.committed || s.failed != tc.failed || r.c.errs.Load() != tc.errs || len(ids) != tc.attempts {
 				t.Fatalf("committed %d failed %d errors %d attempts %d; want %d %d %d %d",
-					s.committed, s.failed, r.errs.Load(), len(ids), tc.committed, tc.failed, tc.errs, tc.attempts)
+					s.committed, s.failed, r.c.errs.Load(), len(ids), tc.committed, tc.failed, tc.errs, tc.attempts)
 			}
-			for _, id := range ids {
-				if id != 42 {
-					t.Fatalf("attempt with id %d, want every attempt with the transaction's id 42", id)
+			for i, a := range ids {
+				if a != uint64(i+1) {
+					t.Fatalf("attempt numbers %v, want 1, 2, …: a node tells a retry from a first attempt by them", ids)
 				}
 			}
 			if !strings.Contains(r.lastError(), tc.last) || !strings.HasPrefix(r.lastError(), "txn 42 ") {
@@ -69,7 +70,7 @@ func TestErrorsAreRetriedWithTheSameID(t *testing.T) {
 	r.attempts(&messages.TxnSubmit{TxnId: 7}, rand.New(rand.NewPCG(1, 2)), 100, func() (*messages.TxnResult, error) {
 		return nil, errors.New("unreachable")
 	}, retryErrors(stop))
-	if s := r.c.snap(); s.failed != 0 || s.committed != 0 || r.errs.Load() != 1 {
-		t.Fatalf("after the run: %+v, %d errors; want nothing counted but the error", s, r.errs.Load())
+	if s := r.c.snap(); s.failed != 0 || s.committed != 0 || r.c.errs.Load() != 1 {
+		t.Fatalf("after the run: %+v, %d errors; want nothing counted but the error", s, r.c.errs.Load())
 	}
 }

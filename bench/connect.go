@@ -257,7 +257,7 @@ func Connect(ctx context.Context, cfg ConnectConfig) (*Result, error) {
 	total := r.c.snap().sub(warm)
 	rd := r.rdma().Sub(warmRDMA)
 	res.fill(total, elapsed, &r.lat)
-	res.Errors, res.LastError = r.errs.Load(), r.lastError()
+	res.Errors, res.LastError = total.errs, r.lastError()
 	res.RDMA = RDMA{Read: rd.Reads, Write: rd.Writes, CAS: rd.CAS, FAA: rd.FAA}
 	cs := cl.Stats()
 	res.CNs = cs.Workers
@@ -266,14 +266,14 @@ func Connect(ctx context.Context, cfg ConnectConfig) (*Result, error) {
 	r.fillByType(res)
 	if cfg.Progress != nil {
 		fmt.Fprintf(cfg.Progress, "client: %d routed by the OwnerMap, %d by the static fallback; %d unreachable, %d refused, %d submissions without a usable answer; %d refreshes (%d failed)\n",
-			cs.Overlay, cs.Fallback, cs.Unreachable, cs.Refused, r.errs.Load(), cs.Refreshes, cs.RefreshErrors)
+			cs.Overlay, cs.Fallback, cs.Unreachable, cs.Refused, r.c.errs.Load(), cs.Refreshes, cs.RefreshErrors)
 	}
 	if err := ctx.Err(); err != nil {
 		return res, err
 	}
-	if r.c.committed.Load()+r.c.rolledBack.Load() == 0 && r.errs.Load() > 0 {
+	if r.c.committed.Load()+r.c.rolledBack.Load() == 0 && r.c.errs.Load() > 0 {
 		return res, fmt.Errorf("%w: %d submissions got no usable answer (last: %v); are the nodes running and is --connect's address one of them?",
-			ErrNothingCommitted, r.errs.Load(), r.lastError())
+			ErrNothingCommitted, r.c.errs.Load(), r.lastError())
 	}
 	if dev == nil {
 		res.Checks["skipped"] = "no memory node given"

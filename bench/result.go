@@ -13,9 +13,10 @@ type Result struct {
 	RolledBack uint64  `json:"rolled_back"`
 	Aborted    uint64  `json:"aborted"`
 	Failed     uint64  `json:"failed"`
-	// Errors counts the attempts that ended in an error or got no answer,
-	// retried (as a client does, with the same transaction id) or failed;
-	// LastError says why the last one did (absent when none did).
+	// Errors counts the attempts after the warm-up that ended in an error
+	// (ERROR, MOVED, REJECTED) or got no answer, retried with the same
+	// transaction id or failed; LastError says why the last one of the run
+	// did (absent when none did).
 	Errors        uint64                `json:"errors"`
 	LastError     string                `json:"last_error,omitempty"`
 	AbortRate     float64               `json:"abort_rate"`

@@ -171,22 +171,23 @@ type counters struct {
 	local, ownerRPC, mnCAS                 atomic.Uint64
 	atomics                                atomic.Uint64 // MN CAS + FAA
 	redirects                              atomic.Uint64 // locks refused by frozen or moved cohorts
+	errs                                   atomic.Uint64 // attempts that ended in an error or got no answer
 }
 
 type snapshot struct {
 	committed, rolledBack, aborted, failed uint64
 	local, ownerRPC, mnCAS, atomics        uint64
-	redirects                              uint64
+	redirects, errs                        uint64
 }
 
 func (c *counters) snap() snapshot {
 	return snapshot{c.committed.Load(), c.rolledBack.Load(), c.aborted.Load(), c.failed.Load(),
-		c.local.Load(), c.ownerRPC.Load(), c.mnCAS.Load(), c.atomics.Load(), c.redirects.Load()}
+		c.local.Load(), c.ownerRPC.Load(), c.mnCAS.Load(), c.atomics.Load(), c.redirects.Load(), c.errs.Load()}
 }
 
 func (s snapshot) sub(o snapshot) snapshot {
 	return snapshot{s.committed - o.committed, s.rolledBack - o.rolledBack, s.aborted - o.aborted, s.failed - o.failed,
-		s.local - o.local, s.ownerRPC - o.ownerRPC, s.mnCAS - o.mnCAS, s.atomics - o.atomics, s.redirects - o.redirects}
+		s.local - o.local, s.ownerRPC - o.ownerRPC, s.mnCAS - o.mnCAS, s.atomics - o.atomics, s.redirects - o.redirects, s.errs - o.errs}
 }
 
 // done is the number of transactions that completed (committed or rolled
@@ -371,7 +372,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	total := r.c.snap().sub(warm)
 	rd := sumStats(devs).Sub(warmRDMA)
 	res.fill(total, elapsed, &r.lat)
-	res.Errors, res.LastError = r.errs.Load(), r.lastError()
+	res.Errors, res.LastError = total.errs, r.lastError()
 	res.RDMA = RDMA{Read: rd.Reads, Write: rd.Writes, CAS: rd.CAS, FAA: rd.FAA}
 	res.Cohorts.Final = cl.cohorts()
 	res.Migrations = Migrations{Count: cl.migrations.Load()}
@@ -526,9 +527,8 @@ type runner struct {
 	start     time.Time
 	warmEnd   time.Time
 	c         counters
-	// errs counts the attempts that ended in an error or got no answer
-	// (retried or not), lastErr holds the last one's reason.
-	errs    atomic.Uint64
+	// lastErr holds the reason of the last attempt that ended in an error
+	// or got no answer (counted in c.errs).
 	lastErr atomic.Pointer[string]
 	lat     Histogram
 	mu      sync.Mutex
@@ -640,12 +640,14 @@ func (r *runner) routeErr() error {
 }
 
 // execute runs one transaction to its final outcome on node, retrying
-// aborts. An attempt that ends in ERROR or gets no answer is retried like
-// the client library does (same transaction id, so a node that finished it
-// answers from its result cache or commit ledger instead of running it
-// again) after embeddedRetryPause, at most maxErrorRetries times and not
-// after the run is over; a refusal (REJECTED: the program cannot run) fails
-// it at once.
+// aborts. An attempt that ends in an error (ERROR, MOVED) or gets no
+// answer is retried with the same transaction id, as a client of a real
+// cluster would (a node that finished it answers from its result cache or
+// commit ledger instead of running it again), on the same node — an
+// embedded run's nodes share one process, so another would not fare better
+// — after embeddedRetryPause, at most maxErrorRetries times and not after
+// the run is over; a refusal (REJECTED: the program cannot run) fails it
+// at once.
 func (r *runner) execute(node *actors.Node, msg *messages.TxnSubmit, rng *rand.Rand, stop <-chan struct{}) {
 	r.attempts(msg, rng, r.cfg.MaxAttempts, func() (*messages.TxnResult, error) {
 		return node.Submit(context.Background(), msg)
@@ -751,7 +753,7 @@ func (r *runner) attempts(msg *messages.TxnSubmit, rng *rand.Rand, maxAttempts i
 // (Result.LastError), so an error seen once on a loaded machine can be
 // explained afterwards.
 func (r *runner) noteError(msg *messages.TxnSubmit, res *messages.TxnResult, err error) {
-	r.errs.Add(1)
+	r.c.errs.Add(1)
 	why := fmt.Sprintf("txn %d (%s) attempt %d: ", msg.GetTxnId(), TxnType(msg), msg.GetAttempt())
 	if err != nil {
 		why += err.Error()

@@ -32,9 +32,9 @@ const (
 	CodeNoSuchPartition = "NoSuchPartition" // 404: the key names a partition the workload lacks, or one with no live owner
 	CodeStaleEpoch      = "StaleEpoch"      // 409: the node's OwnerMap is older than the epoch asked for
 	CodeTokenRequired   = "TokenRequired"   // 403: the API has no token, and changing the cluster needs one
-	CodeNoSuchNode      = "NoSuchNode"      // 404: no roster names the node and it is not a member
+	CodeNoSuchNode      = "NoSuchNode"      // 404: no roster names the node and the planner does not see it live
 	CodeNodeLive        = "NodeLive"        // 409: the planner's membership lists the node as live
-	CodeTooMany         = "TooManyRemovals" // 409: the planner keeps as many removals as a roster has slots
+	CodeTooManyRemovals = "TooManyRemovals" // 409: the planner keeps as many removals as a roster has slots
 	CodeNoPlanner       = "NoPlanner"       // 503: no planner placed, or it did not answer in time
 )
 
@@ -45,7 +45,8 @@ type RemoveResult struct {
 	Planner string `json:"planner"`
 	// Live and Known are the compute nodes the planner counts after the
 	// removal, and Quorum whether the live ones are a strict majority of
-	// the known ones (the planner publishes maps only then).
+	// the known ones (the planner publishes maps only then, and moves the
+	// removed node's cohorts only once its lease has run out).
 	Live   int  `json:"live"`
 	Known  int  `json:"known"`
 	Quorum bool `json:"quorum"`

@@ -236,19 +236,8 @@ func (c Config) Validate() error {
 		}
 	}
 
-	switch {
-	case c.NodeName == "":
-		bad("NodeName", "empty")
-	case len(c.NodeName) > MaxNodeNameLen:
-		bad("NodeName", "%d bytes, limit %d", len(c.NodeName), MaxNodeNameLen)
-	default:
-		for i := 0; i < len(c.NodeName); i++ {
-			ch := c.NodeName[i]
-			if !(ch >= 'a' && ch <= 'z' || ch >= 'A' && ch <= 'Z' || ch >= '0' && ch <= '9' || ch == '.' || ch == '_' || ch == '-') {
-				bad("NodeName", "%q: want only [A-Za-z0-9._-]", c.NodeName)
-				break
-			}
-		}
+	if err := CheckNodeName(c.NodeName); err != nil {
+		bad("NodeName", "%v", err)
 	}
 
 	if net.ParseIP(c.BindAddr) == nil {
@@ -328,4 +317,22 @@ func (c Config) Validate() error {
 		bad("EventQueueLen", "%d is outside 1..%d", c.EventQueueLen, MaxEventQueueLen)
 	}
 	return errors.Join(errs...)
+}
+
+// CheckNodeName reports whether name can be a node's membership name: 1 to
+// MaxNodeNameLen bytes of [A-Za-z0-9._-].
+func CheckNodeName(name string) error {
+	switch {
+	case name == "":
+		return errors.New("empty")
+	case len(name) > MaxNodeNameLen:
+		return fmt.Errorf("%d bytes, limit %d", len(name), MaxNodeNameLen)
+	}
+	for i := 0; i < len(name); i++ {
+		ch := name[i]
+		if !(ch >= 'a' && ch <= 'z' || ch >= 'A' && ch <= 'Z' || ch >= '0' && ch <= '9' || ch == '.' || ch == '_' || ch == '-') {
+			return fmt.Errorf("%q: want only [A-Za-z0-9._-]", name)
+		}
+	}
+	return nil
 }

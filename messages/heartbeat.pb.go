@@ -766,7 +766,9 @@ func (x *LeaseGrant) GetReason() string {
 // half of its nodes or more (one of two, two of three) publishes nothing
 // until they return. The planner refuses a node its membership lists as
 // live, and still moves the removed node's cohorts only after every lease
-// it may hold has run out; a removed node that comes back is known again.
+// it may hold has run out; a removed node it sees live again is known
+// again. Only for nodes that are down: removing the nodes of the other
+// side of a partition can give one cohort two owners.
 type RemoveNode struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The compute node's membership name.
@@ -830,7 +832,8 @@ type RemoveNodeReply struct {
 	// True: the node is no longer counted (also when it was removed before).
 	Removed bool `protobuf:"varint,2,opt,name=removed,proto3" json:"removed,omitempty"`
 	// Why not: "live" (the planner's membership lists the node), "unknown"
-	// (no roster names it and it is not a member), "bad name", "too many"
+	// (no roster names it and the planner does not see it live), "bad name",
+	// "too many"
 	// (the planner keeps at most as many removals as a roster has slots).
 	Reason string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
 	// After the request: the live compute nodes, the known ones, and whether

@@ -275,7 +275,7 @@ func (a *Actor) removeNode(m *messages.RemoveNode) *messages.RemoveNodeReply {
 	name := m.GetNode()
 	r := &messages.RemoveNodeReply{Planner: a.cfg.Name}
 	switch {
-	case name == "" || len(name) > maxNodeName:
+	case name == "" || len(name) > MaxRosterNameLen:
 		r.Reason = "bad name"
 	case a.live[name]:
 		r.Reason = "live"
@@ -303,7 +303,3 @@ func (a *Actor) removeNode(m *messages.RemoveNode) *messages.RemoveNodeReply {
 	r.Quorum = a.quorum()
 	return r
 }
-
-// maxNodeName bounds a node name in a RemoveNode (membership names are
-// short; a longer one is no node's).
-const maxNodeName = 256

@@ -93,7 +93,7 @@ func TestPlannerLeases(t *testing.T) {
 	// cn-1 departs (crashed, or cut off: the planner cannot tell).
 	sys.Root.Send(pid, Nodes{Names: []string{"cn-0", "cn-2"}, MembershipEpoch: 3})
 	st = waitFor(t, d, sys, pid, "cn-1's cohorts to move", func(s Status) bool { return !ownsAny(fc, "cn-0", 1) })
-	wait := time.Duration(time.Second.Microseconds()*5/4+DefaultConfig("cn-0", 3).Transfer.DrainDeadlineMicros) * time.Microsecond
+	wait := leaseWait(t, DefaultConfig("cn-0", 3))
 	fc.mu.Lock()
 	for i := before; i < len(fc.maps["cn-0"]); i++ {
 		m, at := fc.maps["cn-0"][i], fc.at["cn-0"][i]
@@ -188,6 +188,17 @@ func TestPlannerCountsReportedRosters(t *testing.T) {
 	}
 }
 
+// leaseWait is how long after its last grant a planner with cfg keeps a
+// departed node's cohorts where they are.
+func leaseWait(t *testing.T, cfg Config) time.Duration {
+	t.Helper()
+	a, err := NewActor(cfg, newFakeCluster())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return time.Duration(a.leaseWaitMicros()) * time.Microsecond
+}
+
 // installedMaps returns the maps node installed, in order, and when.
 func (c *fakeCluster) installedMaps(node string) ([]*control.OwnerMap, []time.Time) {
 	c.mu.Lock()
@@ -225,10 +236,10 @@ func TestPlannerRemoveNode(t *testing.T) {
 	st := waitFor(t, d, sys, pid, "an acknowledged map with cohorts on both nodes", func(s Status) bool {
 		return s.Acked >= 1 && s.Acked == s.Epoch && ownsAny(fc, "cn-0", 0) && ownsAny(fc, "cn-0", 1)
 	})
+	grantedAt := time.Now() // the planner's grant is no earlier
 	if g := askLease(t, sys.Root, pid, "cn-1", fc.installed("cn-1"), names...); !g.Granted {
 		t.Fatalf("cn-1: %+v", g)
 	}
-	grantedAt := time.Now()
 
 	// cn-1 crashes: one of two is no majority.
 	sys.Root.Send(pid, Nodes{Names: names[:1], MembershipEpoch: 2, Known: names})
@@ -258,7 +269,7 @@ func TestPlannerRemoveNode(t *testing.T) {
 	st = waitFor(t, d, sys, pid, "cn-1's cohorts moved and cn-1 out of the roster", func(s Status) bool {
 		return !ownsAny(fc, "cn-0", 1) && !slices.Contains(fc.lastRoster("cn-0"), "cn-1") && s.Acked == s.Epoch
 	})
-	wait := time.Duration(time.Second.Microseconds()*5/4+DefaultConfig("cn-0", 2).Transfer.DrainDeadlineMicros) * time.Microsecond
+	wait := leaseWait(t, DefaultConfig("cn-0", 2))
 	maps, at := fc.installedMaps("cn-0")
 	for i := before; i < len(maps); i++ {
 		if !placesOn(fc, "cn-0", i, 1) && at[i].Sub(grantedAt) < wait {
@@ -301,7 +312,7 @@ func TestPlannerRemovalKeepsTheLeaseWait(t *testing.T) {
 	d.installed = fc.installed
 	waitFor(t, d, sys, pid, "a published map", func(s Status) bool { return s.Acked >= 1 })
 	maps, at := fc.installedMaps("cn-0")
-	wait := time.Duration(time.Second.Microseconds()*5/4+DefaultConfig("cn-0", 2).Transfer.DrainDeadlineMicros) * time.Microsecond
+	wait := leaseWait(t, DefaultConfig("cn-0", 2))
 	if len(maps) == 0 || at[0].Sub(started) < wait {
 		t.Fatalf("first map %v after the planner started, want ≥ %v", at[0].Sub(started), wait)
 	}

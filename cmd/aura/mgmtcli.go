@@ -137,12 +137,14 @@ moves a removed node's cohorts once every owner lease it may hold has run
 out, as after any crash, and frees its slot.
 
 Remove only a node that is down for good (its process stopped, its machine
-gone). A node that is only cut off by the network may still be live on the
-other side: removing it there can let both sides believe they are the
-majority, and give one cohort two owners. That is why the command wants
---down, and the management API serves it only when the nodes run with
---auth-token. The planner refuses a node it sees live (NodeLive). A
-removed node that starts again is counted again.
+gone). A node that is only cut off by the network may be live on the other
+side, with a planner of its own: removing it on one side can let both
+sides believe they are the majority, and give one cohort two owners. That
+is why the command wants --down, and the management API serves it only
+when the nodes run with --auth-token. The planner refuses a node it sees
+live (NodeLive). A removed node that starts again must join through a
+survivor (--join), which counts it again; started where it cannot reach
+the survivors, it and other removed nodes could form a second majority.
 
 Errors are shown with the API's code and exit non-zero: TokenRequired,
 NotAuthorized, NodeLive, NoSuchNode, NoPlanner (no planner placed, or it did
@@ -170,7 +172,7 @@ not answer: retry), TooManyRemovals.`,
 			if f.json {
 				return writeJSON(cmd.OutOrStdout(), r)
 			}
-			majority := "a majority: the planner publishes again"
+			majority := "a majority: its cohorts move to the live nodes once its owner lease has run out"
 			if !r.Quorum {
 				majority = "still no majority: remove the other lost nodes too, or bring them back"
 			}

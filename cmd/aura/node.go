@@ -699,34 +699,36 @@ func askPlanner[T any](p *plannerHost, msg any, timeout time.Duration) (T, bool)
 // heartbeat sends a summary to the current planner, which answers with
 // the node's owner lease.
 func (p *plannerHost) heartbeat(s *messages.AccessSummary, reply func(*messages.LeaseGrant)) {
+	if pid, _, err := p.leaderPID(); err == nil {
+		p.beats.Send(pid, s, reply)
+	}
+}
+
+// leaderPID returns the planner actor of the node this node's membership
+// view places the planner on, and that node's name.
+func (p *plannerHost) leaderPID() (*actor.PID, string, error) {
 	p.mu.Lock()
 	leader := p.leader
 	p.mu.Unlock()
 	if leader == "" {
-		return
+		return nil, "", errNoPlanner
 	}
 	addr, ok := p.book.RemoteAddress(leader)
 	if !ok {
-		return
+		return nil, leader, fmt.Errorf("%w: no remote address for %s", errNoPlanner, leader)
 	}
-	p.beats.Send(actor.NewPID(addr, "planner"), s, reply)
+	return actor.NewPID(addr, "planner"), leader, nil
 }
 
 // removeNode asks the current planner, wherever it runs, to stop counting
 // node among the known compute nodes (messages.RemoveNode), waiting at most
 // timeout for its answer.
 func (p *plannerHost) removeNode(node string, timeout time.Duration) (*messages.RemoveNodeReply, error) {
-	p.mu.Lock()
-	leader := p.leader
-	p.mu.Unlock()
-	if leader == "" {
-		return nil, errNoPlanner
+	pid, leader, err := p.leaderPID()
+	if err != nil {
+		return nil, err
 	}
-	addr, ok := p.book.RemoteAddress(leader)
-	if !ok {
-		return nil, fmt.Errorf("%w: no remote address for %s", errNoPlanner, leader)
-	}
-	r, err := p.sys.Root.RequestFuture(actor.NewPID(addr, "planner"), &messages.RemoveNode{Node: node, Requester: p.self}, timeout).Result()
+	r, err := p.sys.Root.RequestFuture(pid, &messages.RemoveNode{Node: node, Requester: p.self}, timeout).Result()
 	if err != nil {
 		return nil, fmt.Errorf("planner on %s: %w", leader, err)
 	}

@@ -390,10 +390,15 @@ func (s *mgmtServer) removeNodeHandler(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		writeAPIError(w, http.StatusBadRequest, client.CodeBadRequest, "query: "+err.Error())
 		return
-	case len(q) != 1 || len(q["node"]) != 1 || node == "":
+	case len(q) != 1 || len(q["node"]) != 1:
 		writeAPIError(w, http.StatusBadRequest, client.CodeBadRequest, "want exactly one query parameter, node=NAME")
 		return
-	case s.removeNode == nil:
+	}
+	if err := cluster.CheckNodeName(node); err != nil {
+		writeAPIError(w, http.StatusBadRequest, client.CodeBadRequest, "node name: "+clipText(err.Error()))
+		return
+	}
+	if s.removeNode == nil {
 		writeAPIError(w, http.StatusServiceUnavailable, client.CodeNoPlanner, "this node runs no planner placement")
 		return
 	}
@@ -406,17 +411,20 @@ func (s *mgmtServer) removeNodeHandler(w http.ResponseWriter, r *http.Request) {
 	case rep.GetRemoved():
 	case rep.GetReason() == "live":
 		writeAPIError(w, http.StatusConflict, client.CodeNodeLive,
-			fmt.Sprintf("planner %s sees %s live: stop it first (a running node leaves by itself on SIGTERM)", rep.GetPlanner(), clipText(node)))
+			fmt.Sprintf("planner %s sees %s live: stop it first (a running node leaves by itself on SIGTERM)", rep.GetPlanner(), node))
 		return
 	case rep.GetReason() == "unknown":
 		writeAPIError(w, http.StatusNotFound, client.CodeNoSuchNode,
-			fmt.Sprintf("planner %s knows no compute node %q", rep.GetPlanner(), clipText(node)))
+			fmt.Sprintf("planner %s knows no compute node %q: no roster names it and it is not live", rep.GetPlanner(), node))
 		return
 	case rep.GetReason() == "too many":
-		writeAPIError(w, http.StatusConflict, client.CodeTooMany, "planner "+rep.GetPlanner()+" holds as many removals as a roster has slots")
+		writeAPIError(w, http.StatusConflict, client.CodeTooManyRemovals, "planner "+rep.GetPlanner()+" holds as many removals as a roster has slots")
+		return
+	case rep.GetReason() == "bad name":
+		writeAPIError(w, http.StatusBadRequest, client.CodeBadRequest, "planner "+rep.GetPlanner()+" refuses the node name")
 		return
 	default:
-		writeAPIError(w, http.StatusBadRequest, client.CodeBadRequest, "planner "+rep.GetPlanner()+": "+rep.GetReason())
+		writeAPIError(w, http.StatusBadGateway, "Internal", "planner "+rep.GetPlanner()+" answered: "+clipText(rep.GetReason()))
 		return
 	}
 	s.log.Warn("compute node removed", "node", node, "planner", rep.GetPlanner(), "live", rep.GetLive(), "known", rep.GetKnown(),

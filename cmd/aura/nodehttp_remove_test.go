@@ -44,6 +44,10 @@ func fakePlanner(asked *[]string) func(string) (*messages.RemoveNodeReply, error
 			r.Removed = true // removed, but a third node is still down
 		case "gone":
 			return nil, errors.New("planner on cn-1: future: timeout")
+		case "odd":
+			r.Reason = "a reason this API does not know"
+		case "long-name-the-planner-refuses":
+			r.Reason = "bad name"
 		default:
 			r.Reason = "unknown"
 		}
@@ -98,6 +102,10 @@ func TestRemoveNodeEndpoint(t *testing.T) {
 		{http.MethodPost, "?node=cn-2&node=cn-3", token, http.StatusBadRequest, client.CodeBadRequest},
 		{http.MethodPost, "?node=cn-2&force=1", token, http.StatusBadRequest, client.CodeBadRequest},
 		{http.MethodPost, "?node=%zz", token, http.StatusBadRequest, client.CodeBadRequest},
+		{http.MethodPost, "?node=cn%202", token, http.StatusBadRequest, client.CodeBadRequest},
+		{http.MethodPost, "?node=" + strings.Repeat("n", 65), token, http.StatusBadRequest, client.CodeBadRequest},
+		{http.MethodPost, "?node=long-name-the-planner-refuses", token, http.StatusBadRequest, client.CodeBadRequest},
+		{http.MethodPost, "?node=odd", token, http.StatusBadGateway, "Internal"},
 		{http.MethodPost, "?node=cn-1", token, http.StatusConflict, client.CodeNodeLive},
 		{http.MethodPost, "?node=cn-9", token, http.StatusNotFound, client.CodeNoSuchNode},
 		{http.MethodPost, "?node=gone", token, http.StatusServiceUnavailable, client.CodeNoPlanner},
@@ -108,7 +116,7 @@ func TestRemoveNodeEndpoint(t *testing.T) {
 			t.Errorf("%s %s (token %q): %d %s, want %d %s", c.method, c.query, c.token, status, b, c.status, c.code)
 		}
 	}
-	if strings.Join(asked, ",") != "cn-1,cn-9,gone" {
+	if strings.Join(asked, ",") != "long-name-the-planner-refuses,odd,cn-1,cn-9,gone" {
 		t.Fatalf("the planner was asked about %q, want only the well-formed, authenticated requests", asked)
 	}
 	status, b := do(http.MethodPost, base+"?node=cn-2", token)
