@@ -292,15 +292,18 @@ func (c *cluster) plannerStatus(timeout time.Duration) (*PlannerStats, *Migratio
 		return nil, nil, fmt.Errorf("bench: planner status: unexpected %T", r)
 	}
 	x := st.Transfer
-	var freeze, drain Histogram
+	var freeze, drain, publish Histogram
 	for _, us := range st.FreezeMicros {
 		freeze.Record(uint64(max(us, 0)))
 	}
 	for _, us := range st.DrainMicros {
 		drain.Record(uint64(max(us, 0)))
 	}
+	for _, us := range st.PublishMicros {
+		publish.Record(uint64(max(us, 0)))
+	}
 	mig := &Migrations{Count: x.Moved + x.Evicted, FreezeP99Us: freeze.Quantile(0.99), Moved: x.Moved, Evicted: x.Evicted,
-		RolledBack: x.Kept, Stuck: x.Stuck, DrainP99Us: drain.Quantile(0.99)}
+		RolledBack: x.Kept, Stuck: x.Stuck, DrainP99Us: drain.Quantile(0.99), PublishP99Us: publish.Quantile(0.99)}
 	return &PlannerStats{TickMs: float64(c.tick.Microseconds()) / 1000, Ticks: st.Tick, Epoch: st.Epoch,
 		Acked: st.Acked, Heartbeats: st.Heartbeats, Dropped: st.Dropped, Deferred: st.Deferred,
 		MeanTickUs: mean(st.TickMicros, st.Tick), MaxTickUs: st.MaxTickMicros,

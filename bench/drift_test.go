@@ -53,6 +53,11 @@ func TestBankDriftsUnderAura(t *testing.T) {
 	if res.Checks["bank_total"] != "pass" || res.Checks["invariants"] != "pass" {
 		t.Fatalf("checks %v", res.Checks)
 	}
+	// The publication is the freeze window's last part: never longer than
+	// the window.
+	if mg := res.Migrations; mg.Count > 0 && (mg.FreezeP99Us == 0 || mg.PublishP99Us > mg.FreezeP99Us) {
+		t.Errorf("migrations %+v: want a freeze p99 and a publication p99 within it", mg)
+	}
 	t.Logf("%d drifts, %d committed, local hit %.1f%%, cohorts %d, migrations %+v",
 		wl.Epoch(), res.Committed, 100*res.LocalHit, res.Cohorts.Final, res.Migrations)
 }

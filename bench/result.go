@@ -111,6 +111,10 @@ type Migrations struct {
 	// DrainP99Us is the 99th percentile of Start → drained (the old owner's
 	// holders released or fenced), in microseconds.
 	DrainP99Us uint64 `json:"drain_p99_us,omitempty"`
+	// PublishP99Us is the 99th percentile of the freeze windows' part
+	// after their round settled: the map published and acknowledged by
+	// every node, in microseconds.
+	PublishP99Us uint64 `json:"publish_p99_us,omitempty"`
 	// LockRedirects counts, after warm-up, the locks refused because their
 	// cohort was frozen, had moved or was known at another epoch; each
 	// aborted an attempt that the client retried (no transaction fails for

@@ -270,10 +270,13 @@ func (a *Actor) collectRecords() {
 			a.round.kept++
 		}
 		if len(a.freezeMicros) >= maxFreezeSamples {
-			a.freezeMicros, a.drainMicros = a.freezeMicros[1:], a.drainMicros[1:]
+			a.freezeMicros, a.drainMicros, a.publishMicros = a.freezeMicros[1:], a.drainMicros[1:], a.publishMicros[1:]
 		}
 		a.freezeMicros = append(a.freezeMicros, r.FreezeMicros)
 		a.drainMicros = append(a.drainMicros, r.DrainMicros)
+		// The freeze window's part after the round settled: publishing the
+		// map and every node's acknowledgement.
+		a.publishMicros = append(a.publishMicros, max(0, r.FreezeMicros-(r.SettleMicros-r.FrozenMicros)))
 		lvl := a.log.Debug
 		if r.Stuck || r.Outcome == transfer.Kept {
 			lvl = a.log.Warn

@@ -180,10 +180,13 @@ type Status struct {
 	// Transfer counts the migration protocol's work (zero without a
 	// Migrator); FreezeMicros and DrainMicros are the freeze windows and
 	// drain times of the last finished migrations (at most 4,096, oldest
-	// first; see transfer.Record).
-	Transfer     transfer.Stats
-	FreezeMicros []int64
-	DrainMicros  []int64
+	// first; see transfer.Record), PublishMicros the part of each freeze
+	// window after its round settled (the map published and acknowledged
+	// by every node).
+	Transfer      transfer.Stats
+	FreezeMicros  []int64
+	DrainMicros   []int64
+	PublishMicros []int64
 	// LastTickMicros is how long the last planning tick took (the control
 	// loop's Tick: graph decay, clustering, the plan); TickMicros sums
 	// them over Tick ticks, for a mean.
@@ -299,6 +302,7 @@ type Actor struct {
 	tickArmed      bool // a transferTick is scheduled
 	freezeMicros   []int64
 	drainMicros    []int64
+	publishMicros  []int64
 	round          roundLog
 	// resetEpoch is the empty map published on taking over, until every
 	// node acknowledged it; quietUntil (planner micros) then holds planning
@@ -463,6 +467,7 @@ func (a *Actor) snapshot() Status {
 	st.Roster = slices.Clone(st.Roster)
 	st.FreezeMicros = slices.Clone(a.freezeMicros)
 	st.DrainMicros = slices.Clone(a.drainMicros)
+	st.PublishMicros = slices.Clone(a.publishMicros)
 	st.Refining = a.inflight != nil
 	st.Quorum = a.quorum()
 	st.Removed = slices.Sorted(maps.Keys(a.removed))
