@@ -292,22 +292,22 @@ func (c *cluster) plannerStatus(timeout time.Duration) (*PlannerStats, *Migratio
 		return nil, nil, fmt.Errorf("bench: planner status: unexpected %T", r)
 	}
 	x := st.Transfer
-	var freeze, drain, publish Histogram
-	for _, us := range st.FreezeMicros {
-		freeze.Record(uint64(max(us, 0)))
-	}
-	for _, us := range st.DrainMicros {
-		drain.Record(uint64(max(us, 0)))
-	}
-	for _, us := range st.PublishMicros {
-		publish.Record(uint64(max(us, 0)))
-	}
-	mig := &Migrations{Count: x.Moved + x.Evicted, FreezeP99Us: freeze.Quantile(0.99), Moved: x.Moved, Evicted: x.Evicted,
-		RolledBack: x.Kept, Stuck: x.Stuck, DrainP99Us: drain.Quantile(0.99), PublishP99Us: publish.Quantile(0.99)}
+	mig := &Migrations{Count: x.Moved + x.Evicted, FreezeP99Us: p99(st.FreezeMicros), Moved: x.Moved, Evicted: x.Evicted,
+		RolledBack: x.Kept, Stuck: x.Stuck, DrainP99Us: p99(st.DrainMicros), PublishP99Us: p99(st.PublishMicros)}
 	return &PlannerStats{TickMs: float64(c.tick.Microseconds()) / 1000, Ticks: st.Tick, Epoch: st.Epoch,
 		Acked: st.Acked, Heartbeats: st.Heartbeats, Dropped: st.Dropped, Deferred: st.Deferred,
 		MeanTickUs: mean(st.TickMicros, st.Tick), MaxTickUs: st.MaxTickMicros,
 		Refines: st.Refines, MeanRefineUs: mean(st.RefineMicros, st.Refines)}, mig, nil
+}
+
+// p99 is the 99th percentile of durations in microseconds (negative ones
+// counted as 0).
+func p99(us []int64) uint64 {
+	var h Histogram
+	for _, v := range us {
+		h.Record(uint64(max(v, 0)))
+	}
+	return h.Quantile(0.99)
 }
 
 // mean is sum/n, 0 when n is 0.

@@ -112,8 +112,9 @@ type Migrations struct {
 	// holders released or fenced), in microseconds.
 	DrainP99Us uint64 `json:"drain_p99_us,omitempty"`
 	// PublishP99Us is the 99th percentile of the freeze windows' part
-	// after their round settled: the map published and acknowledged by
-	// every node, in microseconds.
+	// after their round settled: any wait of the planner's before it may
+	// publish (a majority, a departed node's lease), then the map published
+	// and acknowledged by every node, in microseconds.
 	PublishP99Us uint64 `json:"publish_p99_us,omitempty"`
 	// LockRedirects counts, after warm-up, the locks refused because their
 	// cohort was frozen, had moved or was known at another epoch; each

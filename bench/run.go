@@ -754,6 +754,9 @@ func (r *runner) attempts(msg *messages.TxnSubmit, rng *rand.Rand, maxAttempts i
 // explained afterwards.
 func (r *runner) noteError(msg *messages.TxnSubmit, res *messages.TxnResult, err error) {
 	r.c.errs.Add(1)
+	if !time.Now().After(r.warmEnd) {
+		return // the result's figures are after the warm-up; so is its last error
+	}
 	why := fmt.Sprintf("txn %d (%s) attempt %d: ", msg.GetTxnId(), TxnType(msg), msg.GetAttempt())
 	if err != nil {
 		why += err.Error()

@@ -8,6 +8,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/aura-runtime/aura/control"
+	"github.com/aura-runtime/aura/control/transfer"
 	"github.com/aura-runtime/aura/messages"
 )
 
@@ -318,5 +319,57 @@ func TestPlannerRemovalKeepsTheLeaseWait(t *testing.T) {
 	}
 	if st := status(t, sys.Root, pid); st.LeaseHolds == 0 {
 		t.Fatalf("status %+v: want the first map held for cn-1's lease", st)
+	}
+}
+
+// TestFullDrainAfterRollbacksOverBudget: a cohort whose migrations were
+// rolled back over the drain budget twice in a row is moved next with a
+// drain that runs to the deadline (fencing holders that never release),
+// so that it cannot stay unmovable; any other outcome resets the count.
+func TestFullDrainAfterRollbacksOverBudget(t *testing.T) {
+	a, err := NewActor(DefaultConfig("cn-0", 2), newFakeCluster("cn-0", "cn-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.roster, a.pubRoster = []string{"cn-0", "cn-1"}, []string{"cn-0", "cn-1"}
+	a.live = map[string]bool{"cn-0": true, "cn-1": true}
+	a.cur = &control.OwnerMap{Epoch: 5, Cohorts: []control.Placement{
+		{Cohort: control.Cohort{ID: 7, KeyGroups: []control.KeyGroup{1}}, Owner: 0},
+		{Cohort: control.Cohort{ID: 8, KeyGroups: []control.KeyGroup{2}}, Owner: 0}}}
+	next := &control.OwnerMap{Epoch: 6, Cohorts: []control.Placement{
+		{Cohort: control.Cohort{ID: 7, KeyGroups: []control.KeyGroup{1}}, Owner: 1},
+		{Cohort: control.Cohort{ID: 8, KeyGroups: []control.KeyGroup{2}}, Owner: 1}}}
+	full := func() map[control.CohortID]bool {
+		out := map[control.CohortID]bool{}
+		for _, mv := range a.departures(next) {
+			out[mv.Cohort] = mv.FullDrain
+		}
+		return out
+	}
+	record := func(c control.CohortID, o transfer.Outcome, reason string) {
+		a.noteOverBudget(transfer.Record{Move: transfer.Move{Cohort: c}, Outcome: o, Reason: reason})
+	}
+	overBudget := transfer.ReasonDrainOverBudget
+	if f := full(); len(f) != 2 || f[7] || f[8] {
+		t.Fatalf("first attempt: %v, want both moves with the budget", f)
+	}
+	record(7, transfer.Kept, overBudget)
+	record(8, transfer.Kept, overBudget)
+	record(7, transfer.Kept, overBudget)
+	record(8, transfer.Kept, "freeze refused: MIGRATION_ACK_STATUS_STALE_EPOCH") // another cause resets
+	if f := full(); !f[7] || f[8] {
+		t.Fatalf("after two rollbacks over budget of 7, one of 8: %v, want only 7 to drain fully", f)
+	}
+	record(7, transfer.Moved, "")
+	if f := full(); f[7] {
+		t.Fatalf("after 7 moved: %v, want the budget again", f)
+	}
+	// Entries of cohorts the published map no longer places go once the
+	// map is bounded by the published cohorts.
+	for c := control.CohortID(100); c < 103; c++ {
+		record(c, transfer.Kept, overBudget)
+	}
+	if len(a.overBudget) > len(a.cur.Cohorts) {
+		t.Fatalf("%d cohorts counted, the published map has %d", len(a.overBudget), len(a.cur.Cohorts))
 	}
 }

@@ -100,7 +100,7 @@ func (a *Actor) departures(next *control.OwnerMap) []transfer.Move {
 			}
 		}
 		mv := transfer.Move{Cohort: p.ID, From: from, To: to, Epoch: a.installEpoch[p.ID], NewEpoch: next.Epoch,
-			MembershipEpoch: a.nodes.MembershipEpoch}
+			MembershipEpoch: a.nodes.MembershipEpoch, FullDrain: a.overBudget[p.ID] >= fullDrainAfter}
 		if to != "" {
 			mv.KeyGroups = q.KeyGroups
 		}
@@ -216,6 +216,32 @@ func (a *Actor) onEpochAcked(ctx actor.Context) {
 	a.collectRecords()
 }
 
+// fullDrainAfter is how many migrations of a cohort in a row may be
+// rolled back over the drain budget before the next one drains to the
+// deadline (transfer.Move.FullDrain). Two: holders that are only slow
+// usually release within the budget on a later attempt, and a third
+// attempt that fences costs one drain deadline (50 ms) of freeze once.
+const fullDrainAfter = 2
+
+// noteOverBudget counts, per cohort, the migrations in a row rolled back
+// over the drain budget; any other outcome resets the count. Only cohorts
+// of the published map are kept, so the map is bounded by its cohorts.
+func (a *Actor) noteOverBudget(r transfer.Record) {
+	c := r.Move.Cohort
+	if r.Outcome == transfer.Kept && r.Reason == transfer.ReasonDrainOverBudget {
+		a.overBudget[c]++
+	} else {
+		delete(a.overBudget, c)
+	}
+	if a.cur != nil && len(a.overBudget) > len(a.cur.Cohorts) {
+		placed := make(map[control.CohortID]bool, len(a.cur.Cohorts))
+		for _, p := range a.cur.Cohorts {
+			placed[p.ID] = true
+		}
+		maps.DeleteFunc(a.overBudget, func(id control.CohortID, _ int) bool { return !placed[id] })
+	}
+}
+
 // applyOutcomes returns the staged map with the round's outcomes: a kept
 // cohort (rolled back) stays where and as it was published, its key groups
 // taken out of the cohorts the plan gave them to; an evicted one (its target
@@ -272,18 +298,17 @@ func (a *Actor) collectRecords() {
 		if len(a.freezeMicros) >= maxFreezeSamples {
 			a.freezeMicros, a.drainMicros, a.publishMicros = a.freezeMicros[1:], a.drainMicros[1:], a.publishMicros[1:]
 		}
+		a.noteOverBudget(r)
 		a.freezeMicros = append(a.freezeMicros, r.FreezeMicros)
 		a.drainMicros = append(a.drainMicros, r.DrainMicros)
-		// The freeze window's part after the round settled: publishing the
-		// map and every node's acknowledgement.
-		a.publishMicros = append(a.publishMicros, max(0, r.FreezeMicros-(r.SettleMicros-r.FrozenMicros)))
+		a.publishMicros = append(a.publishMicros, r.PublishMicros)
 		lvl := a.log.Debug
 		if r.Stuck || r.Outcome == transfer.Kept {
 			lvl = a.log.Warn
 		}
 		lvl("migration finished", "id", r.ID, "cohort", r.Move.Cohort, "from", r.Move.From, "to", r.Move.To,
 			"outcome", r.Outcome.String(), "epoch", r.Move.NewEpoch, "frozen_us", r.FrozenMicros, "drain_us", r.DrainMicros,
-			"handoff_us", r.HandoffMicros, "settle_us", r.SettleMicros, "freeze_us", r.FreezeMicros,
+			"handoff_us", r.HandoffMicros, "settle_us", r.SettleMicros, "freeze_us", r.FreezeMicros, "publish_us", r.PublishMicros,
 			"aborted_holders", r.AbortedHolders, "stuck", r.Stuck, "reason", r.Reason)
 	}
 	a.status.Transfer = a.xfer.Stats()

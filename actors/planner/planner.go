@@ -181,8 +181,9 @@ type Status struct {
 	// Migrator); FreezeMicros and DrainMicros are the freeze windows and
 	// drain times of the last finished migrations (at most 4,096, oldest
 	// first; see transfer.Record), PublishMicros the part of each freeze
-	// window after its round settled (the map published and acknowledged
-	// by every node).
+	// window after its round settled (waits for a majority or a departed
+	// node's lease included, then the map published and acknowledged by
+	// every node).
 	Transfer      transfer.Stats
 	FreezeMicros  []int64
 	DrainMicros   []int64
@@ -303,7 +304,11 @@ type Actor struct {
 	freezeMicros   []int64
 	drainMicros    []int64
 	publishMicros  []int64
-	round          roundLog
+	// overBudget counts each cohort's migrations rolled back in a row over
+	// the drain budget (noteOverBudget); past fullDrainAfter the next one
+	// drains to the deadline.
+	overBudget map[control.CohortID]int
+	round      roundLog
 	// resetEpoch is the empty map published on taking over, until every
 	// node acknowledged it; quietUntil (planner micros) then holds planning
 	// for one drain deadline.
@@ -361,7 +366,7 @@ func NewActor(cfg Config, pusher Pusher) (*Actor, error) {
 		inlineMigrator: inlineMigrator, inlinePusher: inlinePusher,
 		installEpoch: map[control.CohortID]uint64{}, decisions: newRing[Decision](MaxDecisions),
 		granted: map[string]int64{}, joinEpoch: map[string]uint64{}, clean: map[string]bool{}, reported: map[string][]string{},
-		removed:    map[string]bool{},
+		removed: map[string]bool{}, overBudget: map[control.CohortID]int{},
 		migrations: newRing[MigrationRecord](MaxMigrationRecords)}
 	if migrator != nil {
 		// Migration ids only need to differ from a previous planner's

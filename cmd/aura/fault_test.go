@@ -112,7 +112,9 @@ func TestFaultTwoNodeCrashRemoved(t *testing.T) {
 		c.locksMustClear = true // no transaction is killed holding one
 		only := []*faultNode{cn1}
 		lc.nodes.Store(&only)
-		time.Sleep(300 * time.Millisecond) // cn-2's transactions finish
+		if !quiesced(cn2, 5*time.Second) {
+			t.Fatal("cn-2 still finishing transactions 5 s after the clients stopped sending to it")
+		}
 		c.kill9(cn2)
 		lc.route()
 		c.inject("kill -9 cn-2 (one of two; no transaction running on it)")
@@ -123,9 +125,9 @@ func TestFaultTwoNodeCrashRemoved(t *testing.T) {
 				m["aura_planner_active"], m["aura_planner_quorum"], err)
 		}
 		if others, err := othersOwn(cn1); err != nil || !others {
-			// cn-2 may have owned nothing when it was killed (the drift
-			// moves cohorts): then there is nothing to hold.
-			t.Logf("before the removal: cn-1's map places cohorts on another node: %v (%v)", others, err)
+			// Without a majority nothing moves cn-2's cohorts, and the
+			// drift keeps cohorts on both nodes.
+			t.Errorf("before the removal cn-1's map places no cohort on cn-2 (%v): nothing held them, or nothing to test", err)
 		}
 		out, err := runAura("remove-node", "cn-2", "--down", "--http-addr", cn1.http, "--auth-token", faultAPIToken, "--json")
 		var rr client.RemoveResult
@@ -144,6 +146,29 @@ func TestFaultTwoNodeCrashRemoved(t *testing.T) {
 		c.inject("cn-2's cohorts on cn-1 %v after the removal", time.Since(start).Round(100*time.Millisecond))
 		time.Sleep(tm.fault / 2)
 	})
+}
+
+// quiesced polls fn's finished-transaction count (every 100 ms) until two
+// samples agree: the node runs no transaction any more.
+func quiesced(fn *faultNode, within time.Duration) bool {
+	last := -1.0
+	for start := time.Now(); time.Since(start) < within; time.Sleep(100 * time.Millisecond) {
+		m, err := metricsOf(fn)
+		if err != nil {
+			continue
+		}
+		n := 0.0
+		for k, v := range m {
+			if strings.HasPrefix(k, "aura_txn_total{") {
+				n += v
+			}
+		}
+		if n == last {
+			return true
+		}
+		last = n
+	}
+	return false
 }
 
 // TestFaultMNConnectionLoss: every compute node's connections to the

@@ -19,7 +19,7 @@ import (
 //
 //	config [resend=µs] [drain=µs] [freeze=µs] [handoff=µs] [publish=µs] [abort=µs] [max=N] [drain-budget=µs]
 //	next                       NextTickMicros
-//	start t=µs                 one move per input line: c=ID from=A [to=B] epoch=E new=E2 [kgs=1,2]
+//	start t=µs                 one move per input line: c=ID from=A [to=B] epoch=E new=E2 [kgs=1,2] [full-drain=true]
 //	ack t=µs node=N KIND c=ID [status=ok|not_owner|stale|error] [aborted=N] [id=N] [epoch=E]
 //	                           KIND: freeze drain handoff publish abort; the migration id and old
 //	                           epoch default to the cohort's
@@ -121,8 +121,8 @@ func TestDataDriven(t *testing.T) {
 			case "finished":
 				var b strings.Builder
 				for _, r := range c.Finished() {
-					fmt.Fprintf(&b, "c%d #%d %s frozen=%d drain=%d handoff=%d settle=%d freeze=%d aborted=%d stuck=%v", r.Move.Cohort, r.ID, r.Outcome,
-						r.FrozenMicros, r.DrainMicros, r.HandoffMicros, r.SettleMicros, r.FreezeMicros, r.AbortedHolders, r.Stuck)
+					fmt.Fprintf(&b, "c%d #%d %s frozen=%d drain=%d handoff=%d settle=%d freeze=%d publish=%d aborted=%d stuck=%v", r.Move.Cohort, r.ID, r.Outcome,
+						r.FrozenMicros, r.DrainMicros, r.HandoffMicros, r.SettleMicros, r.FreezeMicros, r.PublishMicros, r.AbortedHolders, r.Stuck)
 					if r.Reason != "" {
 						fmt.Fprintf(&b, " reason=%q", r.Reason)
 					}
@@ -168,6 +168,8 @@ func parseMove(t *testing.T, line string) Move {
 			m.Epoch = n
 		case "new":
 			m.NewEpoch = n
+		case "full-drain":
+			m.FullDrain = v == "true"
 		case "kgs":
 			for _, s := range strings.Split(v, ",") {
 				kg, err := strconv.ParseUint(s, 10, 64)

@@ -105,7 +105,19 @@ type Move struct {
 	KeyGroups []control.KeyGroup
 	// MembershipEpoch is the membership epoch the planner decided on.
 	MembershipEpoch uint64
+	// FullDrain: the drain runs to its deadline (fencing the holders that
+	// have not released by then) instead of being rolled back past
+	// Config.DrainBudgetMicros. The planner sets it for a cohort whose
+	// earlier migrations were rolled back over budget: a holder that never
+	// releases (its node crashed after an owner RPC granted it a lock)
+	// would otherwise make the cohort unmovable, frozen and thawed again on
+	// every attempt.
+	FullDrain bool
 }
+
+// ReasonDrainOverBudget is the Record.Reason of a migration rolled back
+// because its drain outlasted Config.DrainBudgetMicros.
+const ReasonDrainOverBudget = "drain over budget"
 
 // Send is one message for one node.
 type Send struct {
@@ -155,6 +167,10 @@ type Record struct {
 	// frozen at the old owner, and at the new one only to requesters that
 	// already hold that map.
 	FreezeMicros int64
+	// PublishMicros is the freeze window's last part: the round settled →
+	// Published (the caller publishing the map, including any wait of its
+	// own before it may, and every node acknowledging it).
+	PublishMicros int64
 	// AbortedHolders are the transactions the drain fenced.
 	AbortedHolders uint32
 	// Stuck: a phase missed its deadline (the watchdog acted).
@@ -510,10 +526,10 @@ func (c *Controller) Tick(now int64) []Send {
 			m.rec.Stuck = true
 			out = c.rollback(out, now, m, "freeze or drain past its deadline")
 			continue
-		case m.step == draining && c.cfg.DrainBudgetMicros > 0 && now-m.phaseAt >= c.cfg.DrainBudgetMicros:
+		case m.step == draining && c.cfg.DrainBudgetMicros > 0 && !m.mv.FullDrain && now-m.phaseAt >= c.cfg.DrainBudgetMicros:
 			// Not stuck: its holders are slow. Unfreeze it rather than keep
 			// it, and the round's other cohorts, from granting any longer.
-			out = c.rollback(out, now, m, "drain over budget")
+			out = c.rollback(out, now, m, ReasonDrainOverBudget)
 			continue
 		case m.step == handingOff && now-m.phaseAt >= c.cfg.HandoffTimeoutMicros:
 			// Roll forward: A is drained, the map installs the cohort on B.
@@ -551,7 +567,7 @@ func (c *Controller) NextTickMicros() int64 {
 	}
 	var next int64
 	for _, m := range c.ms {
-		if m.step == draining {
+		if m.step == draining && !m.mv.FullDrain {
 			if at := m.phaseAt + c.cfg.DrainBudgetMicros; next == 0 || at < next {
 				next = at
 			}
@@ -631,6 +647,7 @@ func (c *Controller) Published(now int64) ([]Send, error) {
 		}
 		m.rec.FreezeMicros = now - (m.started + m.rec.FrozenMicros)
 		m.rec.SettleMicros = c.settledAt - m.started
+		m.rec.PublishMicros = now - c.settledAt
 		if m.out == Kept {
 			// Rolled back: A thawed it, nothing to retire.
 			m.waitFrom, m.waitTo = false, false
