@@ -57,6 +57,14 @@ func TestErrorsAreRetriedWithTheSameID(t *testing.T) {
 					t.Fatalf("attempt numbers %v, want 1, 2, …: a node tells a retry from a first attempt by them", ids)
 				}
 			}
+			// A transaction is counted once by type, whatever its attempts.
+			committed := uint64(0)
+			for _, ts := range r.byType {
+				committed += ts.Committed
+			}
+			if committed != tc.committed {
+				t.Fatalf("%d committed by type, want %d", committed, tc.committed)
+			}
 			if !strings.Contains(r.lastError(), tc.last) || !strings.HasPrefix(r.lastError(), "txn 42 ") {
 				t.Fatalf("last error %q, want it to name txn 42 and contain %q", r.lastError(), tc.last)
 			}
