@@ -399,11 +399,6 @@ func (r *connectRunner) execute(ctx context.Context, msg *messages.TxnSubmit, rn
 		// Giving up at the end of the run is safe: an unanswered or
 		// failed submission has not committed (ERROR) or will finish on
 		// its node on its own, and the checks read committed state.
-		select {
-		case <-stop:
-			return quit
-		case <-time.After(connectRetryPause):
-			return retry
-		}
+		return retryAfter(connectRetryPause, stop)
 	})
 }

@@ -662,12 +662,20 @@ func retryErrors(stop <-chan struct{}) func(*messages.TxnResult, error) afterErr
 		if errCount++; errCount > maxErrorRetries || (err == nil && res.GetOutcome() == messages.TxnOutcome_TXN_OUTCOME_REJECTED) {
 			return fail
 		}
-		select {
-		case <-stop:
-			return quit
-		case <-time.After(embeddedRetryPause):
-			return retry
-		}
+		return retryAfter(embeddedRetryPause, stop)
+	}
+}
+
+// retryAfter waits pause before a retry, or quits once stop closes (the
+// run is over: the transaction is left uncounted).
+func retryAfter(pause time.Duration, stop <-chan struct{}) afterError {
+	t := time.NewTimer(pause)
+	defer t.Stop()
+	select {
+	case <-stop:
+		return quit
+	case <-t.C:
+		return retry
 	}
 }
 

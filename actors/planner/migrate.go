@@ -49,6 +49,9 @@ type InlinePusher interface {
 // maxFreezeSamples bounds the freeze windows kept for Status.
 const maxFreezeSamples = 4096
 
+// phaseSample is one finished migration's timings kept for Status.
+type phaseSample struct{ freeze, drain, publish int64 }
+
 type migrationDone struct {
 	node string
 	rep  proto.Message
@@ -295,13 +298,8 @@ func (a *Actor) collectRecords() {
 		case transfer.Kept:
 			a.round.kept++
 		}
-		if len(a.freezeMicros) >= maxFreezeSamples {
-			a.freezeMicros, a.drainMicros, a.publishMicros = a.freezeMicros[1:], a.drainMicros[1:], a.publishMicros[1:]
-		}
 		a.noteOverBudget(r)
-		a.freezeMicros = append(a.freezeMicros, r.FreezeMicros)
-		a.drainMicros = append(a.drainMicros, r.DrainMicros)
-		a.publishMicros = append(a.publishMicros, r.PublishMicros)
+		a.phases.add(phaseSample{freeze: r.FreezeMicros, drain: r.DrainMicros, publish: r.PublishMicros})
 		lvl := a.log.Debug
 		if r.Stuck || r.Outcome == transfer.Kept {
 			lvl = a.log.Warn

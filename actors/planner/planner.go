@@ -300,10 +300,8 @@ type Actor struct {
 	// publishedRound: the map of the round's outcomes is published and
 	// awaits every node's acknowledgement before Publish is sent.
 	publishedRound bool
-	tickArmed      bool // a transferTick is scheduled
-	freezeMicros   []int64
-	drainMicros    []int64
-	publishMicros  []int64
+	tickArmed      bool              // a transferTick is scheduled
+	phases         ring[phaseSample] // the last maxFreezeSamples migrations
 	// overBudget counts each cohort's migrations rolled back in a row over
 	// the drain budget (noteOverBudget); past fullDrainAfter the next one
 	// drains to the deadline.
@@ -366,7 +364,7 @@ func NewActor(cfg Config, pusher Pusher) (*Actor, error) {
 		inlineMigrator: inlineMigrator, inlinePusher: inlinePusher,
 		installEpoch: map[control.CohortID]uint64{}, decisions: newRing[Decision](MaxDecisions),
 		granted: map[string]int64{}, joinEpoch: map[string]uint64{}, clean: map[string]bool{}, reported: map[string][]string{},
-		removed: map[string]bool{}, overBudget: map[control.CohortID]int{},
+		removed: map[string]bool{}, overBudget: map[control.CohortID]int{}, phases: newRing[phaseSample](maxFreezeSamples),
 		migrations: newRing[MigrationRecord](MaxMigrationRecords)}
 	if migrator != nil {
 		// Migration ids only need to differ from a previous planner's
@@ -470,9 +468,11 @@ func (a *Actor) Receive(ctx actor.Context) {
 func (a *Actor) snapshot() Status {
 	st := a.status
 	st.Roster = slices.Clone(st.Roster)
-	st.FreezeMicros = slices.Clone(a.freezeMicros)
-	st.DrainMicros = slices.Clone(a.drainMicros)
-	st.PublishMicros = slices.Clone(a.publishMicros)
+	for _, p := range a.phases.list() {
+		st.FreezeMicros = append(st.FreezeMicros, p.freeze)
+		st.DrainMicros = append(st.DrainMicros, p.drain)
+		st.PublishMicros = append(st.PublishMicros, p.publish)
+	}
 	st.Refining = a.inflight != nil
 	st.Quorum = a.quorum()
 	st.Removed = slices.Sorted(maps.Keys(a.removed))
