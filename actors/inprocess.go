@@ -101,12 +101,12 @@ func (c *InProcess) Migrate(ctx context.Context, node string, msg proto.Message)
 }
 
 // TryMigrate implements planner.InlineMigrator.
-func (c *InProcess) TryMigrate(node string, msg proto.Message) (proto.Message, bool) {
+func (c *InProcess) TryMigrate(node string, msgs []proto.Message) []proto.Message {
 	n, err := c.node(context.Background(), node)
 	if err != nil {
-		return nil, false
+		return make([]proto.Message, len(msgs))
 	}
-	return n.TryMigration(msg)
+	return n.TryMigration(msgs)
 }
 
 // PushNow implements planner.InlinePusher.

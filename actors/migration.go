@@ -47,47 +47,80 @@ func (n *Node) HandleMigration(ctx context.Context, msg proto.Message) (proto.Me
 	return n.own.migrate(ctx, msg)
 }
 
-// TryMigration serves msg at once if that needs no waiting: every message
-// but a Drain whose cohort still holds locks, for which it reports false.
-func (n *Node) TryMigration(msg proto.Message) (proto.Message, bool) {
+// TryMigration serves msgs, in order, at once where that needs no waiting:
+// every message but a Drain whose cohort still holds locks, whose reply is
+// left nil. The whole batch takes the node's ownership lock and its owner
+// table's lock once: on a loaded node that lock is contended by every
+// transaction's grants and releases, and each wait for it costs the caller
+// (the planner's own actor) a trip through the scheduler's run queue once
+// the lock is handed over. (Taking the locks only when free, and leaving
+// the batch to goroutines of the caller otherwise, made the freeze window
+// longer: those goroutines and their replies wait in the same queue.)
+func (n *Node) TryMigration(msgs []proto.Message) []proto.Message {
 	if n.own == nil {
-		return nil, false
+		return make([]proto.Message, len(msgs))
 	}
-	if d, ok := msg.(*messages.Drain); ok {
-		done, st, aborted, _, errText := n.own.drainStep(d.GetCohortId(), false)
-		if !done {
-			return nil, false
-		}
-		return &messages.DrainAck{MigrationId: d.GetMigrationId(), CohortId: d.GetCohortId(), Epoch: d.GetEpoch(),
-			Node: n.own.self, Status: st, Error: errText, AbortedHolders: aborted}, true
-	}
-	rep, err := n.own.migrate(context.Background(), msg)
-	return rep, err == nil
+	return n.own.migrateBatch(msgs)
 }
 
-// migrate dispatches one migration message.
+// migrate dispatches one migration message, waiting for a Drain.
 // The activator is told to Sync (outside o.mu) when the owned set changed.
 func (o *ownership) migrate(ctx context.Context, msg proto.Message) (proto.Message, error) {
-	var ack proto.Message
-	changed := false
-	switch m := msg.(type) {
-	case *messages.Freeze:
-		ack, changed = o.freeze(m)
-	case *messages.Drain:
-		ack = o.drain(ctx, m)
-	case *messages.Handoff:
-		ack, changed = o.handoff(m)
-	case *messages.Publish:
-		ack, changed = o.publishMove(m)
-	case *messages.MigrationAbort:
-		ack, changed = o.abortMove(m)
-	default:
+	if d, ok := msg.(*messages.Drain); ok {
+		return o.drain(ctx, d), nil
+	}
+	if !isMigration(msg) {
 		return nil, fmt.Errorf("actors: %w: %T", errNotMigration, msg)
 	}
+	return o.migrateBatch([]proto.Message{msg})[0], nil
+}
+
+// isMigration reports whether msg is one of the protocol's requests.
+func isMigration(msg proto.Message) bool {
+	switch msg.(type) {
+	case *messages.Freeze, *messages.Drain, *messages.Handoff, *messages.Publish, *messages.MigrationAbort:
+		return true
+	}
+	return false
+}
+
+// migrateBatch serves msgs in order under one hold of o.mu and of the owner
+// table's lock; a Drain is checked once and its reply left nil if its
+// cohort still holds locks, as is any message that is not a migration
+// request. The activator is told to Sync (outside o.mu) when the owned
+// set changed.
+func (o *ownership) migrateBatch(msgs []proto.Message) []proto.Message {
+	o.mu.Lock()
+	reps := make([]proto.Message, len(msgs))
+	changed := false
+	serve := func(t *owner.Table) error {
+		for i, msg := range msgs {
+			var c bool
+			switch m := msg.(type) {
+			case *messages.Freeze:
+				reps[i], c = o.freezeIn(t, m)
+			case *messages.Drain:
+				if done, st, aborted, _, errText := o.drainStepIn(t, m.GetCohortId(), false); done {
+					reps[i] = &messages.DrainAck{MigrationId: m.GetMigrationId(), CohortId: m.GetCohortId(), Epoch: m.GetEpoch(),
+						Node: o.self, Status: st, Error: errText, AbortedHolders: aborted}
+				}
+			case *messages.Handoff:
+				reps[i], c = o.handoffIn(t, m)
+			case *messages.Publish:
+				reps[i], c = o.publishMoveIn(t, m)
+			case *messages.MigrationAbort:
+				reps[i], c = o.abortMoveIn(t, m)
+			}
+			changed = changed || c
+		}
+		return nil
+	}
+	_ = o.svc.Do(serve)
+	o.mu.Unlock()
 	if changed {
 		o.syncActivations()
 	}
-	return ack, nil
+	return reps
 }
 
 const (
@@ -105,10 +138,9 @@ func (o *ownership) noteMembership(e uint64) { o.memberEpoch = max(o.memberEpoch
 // freeze stops the node granting cohort m.CohortId (step 1): whatever
 // activation of it the node holds below m.NewEpoch is frozen — new requests
 // get RETRY, releases are still accepted — and kept (not retired) until the
-// move is published. It reports whether the owned set changed.
-func (o *ownership) freeze(m *messages.Freeze) (*messages.FreezeAck, bool) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
+// move is published. It reports whether the owned set changed. o.mu and
+// the table's lock are held.
+func (o *ownership) freezeIn(t *owner.Table, m *messages.Freeze) (*messages.FreezeAck, bool) {
 	o.noteMembership(m.GetMembershipEpoch())
 	ack := &messages.FreezeAck{MigrationId: m.GetMigrationId(), CohortId: m.GetCohortId(), Epoch: m.GetEpoch(), Node: o.self}
 	id := m.GetCohortId()
@@ -121,7 +153,7 @@ func (o *ownership) freeze(m *messages.Freeze) (*messages.FreezeAck, bool) {
 			f.moved = owner.Moved{Owner: m.GetNewOwner(), Epoch: m.GetNewEpoch()}
 			o.frozen[id] = f
 		}
-		ack.Status, ack.HeldLocks = ackOK, o.heldLocks(id)
+		ack.Status, ack.HeldLocks = ackOK, heldLocks(t, id)
 		return ack, false
 	}
 	e, owned := o.epoch[id]
@@ -135,36 +167,26 @@ func (o *ownership) freeze(m *messages.Freeze) (*messages.FreezeAck, bool) {
 		ack.Status, ack.Error = ackStale, fmt.Sprintf("cohort %d installed at epoch %d ≥ %d", id, e, m.GetNewEpoch())
 		return ack, false
 	}
-	err := o.svc.Do(func(t *owner.Table) error {
-		if err := t.Freeze(id, e, now); err != nil {
-			return err
-		}
-		o.deactivated(id, e)
-		return nil
-	})
-	if err != nil {
+	if err := t.Freeze(id, e, now); err != nil {
 		ack.Status, ack.Error = ackError, err.Error()
 		return ack, false
 	}
+	o.deactivated(id, e)
 	o.frozen[id] = frozenCohort{epoch: e, moved: owner.Moved{Owner: m.GetNewOwner(), Epoch: m.GetNewEpoch()},
 		migration: m.GetMigrationId(), awaitPublish: true, kgs: o.owned[id]}
 	delete(o.owned, id)
 	delete(o.epoch, id)
-	ack.Status, ack.HeldLocks = ackOK, o.heldLocks(id)
+	ack.Status, ack.HeldLocks = ackOK, heldLocks(t, id)
 	ack.FrozenAtUnixMicros = uint64(max(0, time.Now().UnixMicro()))
 	return ack, true
 }
 
-// heldLocks is the cohort's held lock count in the table. o.mu is held.
-func (o *ownership) heldLocks(id control.CohortID) uint32 {
-	var n int
-	_ = o.svc.Do(func(t *owner.Table) error {
-		if ds, err := t.Drain(id); err == nil {
-			n = ds.Locks
-		}
-		return nil
-	})
-	return uint32(n)
+// heldLocks is the cohort's held lock count in t.
+func heldLocks(t *owner.Table, id control.CohortID) uint32 {
+	if ds, err := t.Drain(id); err == nil {
+		return uint32(ds.Locks)
+	}
+	return 0
 }
 
 // drain waits (step 2) until the frozen cohort holds no lock, or past the
@@ -205,6 +227,15 @@ func (o *ownership) drain(ctx context.Context, m *messages.Drain) *messages.Drai
 func (o *ownership) drainStep(id control.CohortID, pastDeadline bool) (done bool, st messages.MigrationAckStatus, aborted, held uint32, errText string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	_ = o.svc.Do(func(t *owner.Table) error {
+		done, st, aborted, held, errText = o.drainStepIn(t, id, pastDeadline)
+		return nil
+	})
+	return done, st, aborted, held, errText
+}
+
+// drainStepIn is drainStep with o.mu and the table's lock held.
+func (o *ownership) drainStepIn(t *owner.Table, id control.CohortID, pastDeadline bool) (done bool, st messages.MigrationAckStatus, aborted, held uint32, errText string) {
 	f, ok := o.frozen[id]
 	if !ok {
 		if _, owned := o.owned[id]; owned {
@@ -212,42 +243,33 @@ func (o *ownership) drainStep(id control.CohortID, pastDeadline bool) (done bool
 		}
 		return true, ackNotOwner, 0, 0, "" // retired already (drained) or never here
 	}
-	now := o.nowMicros()
-	_ = o.svc.Do(func(t *owner.Table) error {
-		ds, err := t.Drain(id)
-		if err != nil {
-			done, st = true, ackNotOwner
-			return nil
-		}
-		held = uint32(ds.Locks)
-		if ds.Drained {
-			done, st = true, ackOK
-			return nil
-		}
-		if !pastDeadline {
-			return nil
-		}
-		fenced, err := t.Fence(id, f.epoch, now)
-		if errors.Is(err, owner.ErrDrainPending) {
-			return nil // the table's own deadline is later: wait for it
-		}
-		if err != nil {
-			done, st, errText = true, ackError, err.Error()
-			return nil
-		}
-		done, st, aborted, held = true, ackOK, uint32(len(fenced)), 0
-		return nil
-	})
-	return done, st, aborted, held, errText
+	ds, err := t.Drain(id)
+	if err != nil {
+		return true, ackNotOwner, 0, 0, ""
+	}
+	held = uint32(ds.Locks)
+	if ds.Drained {
+		return true, ackOK, 0, held, ""
+	}
+	if !pastDeadline {
+		return false, 0, 0, held, ""
+	}
+	fenced, err := t.Fence(id, f.epoch, o.nowMicros())
+	if errors.Is(err, owner.ErrDrainPending) {
+		return false, 0, 0, held, "" // the table's own deadline is later: wait for it
+	}
+	if err != nil {
+		return true, ackError, 0, held, err.Error()
+	}
+	return true, ackOK, uint32(len(fenced)), 0, ""
 }
 
 // handoff installs the cohort at the new epoch (step 3). Key groups another
 // active cohort of this node still holds (a re-cut planned in the same map)
 // are left out; the map that records the move adds them once that cohort
-// shrank. It reports whether the owned set changed.
-func (o *ownership) handoff(m *messages.Handoff) (*messages.HandoffAck, bool) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
+// shrank. It reports whether the owned set changed. o.mu and the table's
+// lock are held.
+func (o *ownership) handoffIn(t *owner.Table, m *messages.Handoff) (*messages.HandoffAck, bool) {
 	ack := &messages.HandoffAck{MigrationId: m.GetMigrationId(), CohortId: m.GetCohortId(), Epoch: m.GetEpoch(), Node: o.self}
 	id, e := m.GetCohortId(), m.GetNewEpoch()
 	switch {
@@ -279,26 +301,19 @@ func (o *ownership) handoff(m *messages.Handoff) (*messages.HandoffAck, bool) {
 		ack.Status, ack.Error = ackError, fmt.Sprintf("cohort %d still drains an older activation here", id)
 		return ack, false
 	}
-	kgs := slices.Clone(m.GetKeyGroups())
-	var err error
-	_ = o.svc.Do(func(t *owner.Table) error {
-		kgs = slices.DeleteFunc(kgs, func(kg control.KeyGroup) bool {
-			c, _, ph, ok := t.CohortOf(kg)
-			return ok && c != id && ph == owner.PhaseActive
-		})
-		if len(kgs) == 0 {
-			err = fmt.Errorf("every key group of cohort %d is held by another active cohort", id)
-			return nil
-		}
-		if err = t.Install(id, kgs, e); err == nil {
-			o.activated(id, e)
-		}
-		return nil
+	kgs := slices.DeleteFunc(slices.Clone(m.GetKeyGroups()), func(kg control.KeyGroup) bool {
+		c, _, ph, ok := t.CohortOf(kg)
+		return ok && c != id && ph == owner.PhaseActive
 	})
-	if err != nil {
+	if len(kgs) == 0 {
+		ack.Status, ack.Error = ackError, fmt.Sprintf("every key group of cohort %d is held by another active cohort", id)
+		return ack, false
+	}
+	if err := t.Install(id, kgs, e); err != nil {
 		ack.Status, ack.Error = ackError, err.Error()
 		return ack, false
 	}
+	o.activated(id, e)
 	o.owned[id], o.epoch[id] = kgs, e
 	ack.Status, ack.NewEpoch, ack.AdoptedLocks = ackOK, e, 0
 	return ack, true
@@ -306,10 +321,8 @@ func (o *ownership) handoff(m *messages.Handoff) (*messages.HandoffAck, bool) {
 
 // publishMove retires the frozen activation of a published move (step 4)
 // once drained; a still-held one is retired by the heartbeat loop when its
-// holders are gone or fenced.
-func (o *ownership) publishMove(m *messages.Publish) (*messages.PublishAck, bool) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
+// holders are gone or fenced. o.mu and the table's lock are held.
+func (o *ownership) publishMoveIn(t *owner.Table, m *messages.Publish) (*messages.PublishAck, bool) {
 	ack := &messages.PublishAck{MigrationId: m.GetMigrationId(), CohortId: m.GetCohortId(), Epoch: m.GetEpoch(), Node: o.self,
 		Status: ackOK, OwnermapEpoch: o.asm.Installed().Epoch}
 	id := m.GetCohortId()
@@ -320,19 +333,15 @@ func (o *ownership) publishMove(m *messages.Publish) (*messages.PublishAck, bool
 	f.awaitPublish = false
 	o.frozen[id] = f
 	before := len(o.frozen)
-	_ = o.svc.Do(func(t *owner.Table) error {
-		o.retireIn(t)
-		return nil
-	})
+	o.retireIn(t)
 	return ack, len(o.frozen) < before
 }
 
 // abortMove rolls a migration back: the cohort this node froze for it
 // becomes active again at its epoch (only the old owner is ever asked;
-// the controller never rolls back after a handoff).
-func (o *ownership) abortMove(m *messages.MigrationAbort) (*messages.MigrationAbortAck, bool) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
+// the controller never rolls back after a handoff). o.mu and the table's
+// lock are held.
+func (o *ownership) abortMoveIn(t *owner.Table, m *messages.MigrationAbort) (*messages.MigrationAbortAck, bool) {
 	ack := &messages.MigrationAbortAck{MigrationId: m.GetMigrationId(), CohortId: m.GetCohortId(), Epoch: m.GetEpoch(), Node: o.self, Status: ackOK}
 	id := m.GetCohortId()
 	f, ok := o.frozen[id]
@@ -346,17 +355,11 @@ func (o *ownership) abortMove(m *messages.MigrationAbort) (*messages.MigrationAb
 		// not the abort, decides where the cohort is).
 		return ack, false
 	}
-	err := o.svc.Do(func(t *owner.Table) error {
-		if err := t.Thaw(id, f.epoch); err != nil {
-			return err
-		}
-		o.activated(id, f.epoch)
-		return nil
-	})
-	if err != nil {
+	if err := t.Thaw(id, f.epoch); err != nil {
 		ack.Status, ack.Error = ackError, err.Error()
 		return ack, false
 	}
+	o.activated(id, f.epoch)
 	delete(o.frozen, id)
 	o.owned[id], o.epoch[id] = f.kgs, f.epoch
 	return ack, true
@@ -374,9 +377,7 @@ func (a *migrationActor) Receive(ctx actor.Context) {
 	if !ok {
 		return
 	}
-	switch msg.(type) {
-	case *messages.Freeze, *messages.Drain, *messages.Handoff, *messages.Publish, *messages.MigrationAbort:
-	default:
+	if !isMigration(msg) {
 		return // not ours (system messages, unknown types): ignored
 	}
 	sender, root := ctx.Sender(), ctx.ActorSystem().Root

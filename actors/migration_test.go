@@ -420,3 +420,55 @@ func TestMigrationLateAbortAfterNewMap(t *testing.T) {
 		t.Fatal("a late abort re-activated a cohort the installed map does not give this node")
 	}
 }
+
+// TestMigrationBatch serves one node's messages of a step together, as
+// the planner's in-process path does (Node.TryMigration): in order, so a
+// Drain after its cohort's Freeze in the same batch sees it frozen; a
+// Drain whose cohort still holds a lock is left unanswered (the caller
+// waits for it elsewhere) while the others are answered; a message for a
+// cohort the node does not own gets NOT_OWNER; anything that is not a
+// migration request is left unanswered.
+func TestMigrationBatch(t *testing.T) {
+	const other = control.CohortID(8)
+	r := newMigrationRig(t)
+	r.install(&control.OwnerMap{Epoch: 2, Cohorts: []control.Placement{
+		{Cohort: control.Cohort{ID: rigCohort, KeyGroups: []control.KeyGroup{1, 2}}, Owner: 0},
+		{Cohort: control.Cohort{ID: other, KeyGroups: []control.KeyGroup{3}}, Owner: 0}}})
+	expectStatus(t, "before freeze", r.lock("a", 1, 100, 11), "OK")
+	freeze := func(id uint64, c control.CohortID) *messages.Freeze {
+		return &messages.Freeze{MigrationId: id, CohortId: uint64(c), Epoch: 2, NewOwner: "b", NewEpoch: 3}
+	}
+	drain := func(id uint64, c control.CohortID) *messages.Drain {
+		return &messages.Drain{MigrationId: id, CohortId: uint64(c), Epoch: 2, DeadlineMicros: 50_000}
+	}
+	reps := r.nodes["a"].migrateBatch([]proto.Message{
+		freeze(1, rigCohort), freeze(2, other), drain(1, rigCohort), drain(2, other),
+		freeze(3, 99), &messages.LeaseGrant{}})
+	if len(reps) != 6 {
+		t.Fatalf("%d replies for 6 messages", len(reps))
+	}
+	if f := reps[0].(*messages.FreezeAck); f.GetStatus() != ackOK || f.GetHeldLocks() != 1 {
+		t.Fatalf("Freeze of the cohort with a holder: %v", f)
+	}
+	if f := reps[1].(*messages.FreezeAck); f.GetStatus() != ackOK || f.GetHeldLocks() != 0 {
+		t.Fatalf("Freeze of the idle cohort: %v", f)
+	}
+	if reps[2] != nil {
+		t.Fatalf("Drain of a cohort that holds a lock answered at once: %v", reps[2])
+	}
+	if d := reps[3].(*messages.DrainAck); d.GetStatus() != ackOK || d.GetCohortId() != uint64(other) {
+		t.Fatalf("Drain of the idle cohort frozen earlier in the batch: %v", d)
+	}
+	if f := reps[4].(*messages.FreezeAck); f.GetStatus() != ackNotOwner {
+		t.Fatalf("Freeze of a cohort the node does not own: %v", f)
+	}
+	if reps[5] != nil {
+		t.Fatalf("a message that is not a migration request answered: %v", reps[5])
+	}
+	// Both cohorts grant nothing now; the holder's release still reaches a.
+	expectStatus(t, "frozen", r.lock("a", 1, 101, 12), "RETRY")
+	r.unlock("a", 1, 100, 11)
+	if d := r.nodes["a"].migrateBatch([]proto.Message{drain(1, rigCohort)})[0].(*messages.DrainAck); d.GetStatus() != ackOK {
+		t.Fatalf("Drain after the release: %v", d)
+	}
+}

@@ -195,8 +195,8 @@ func (w watchPusher) Migrate(ctx context.Context, node string, msg proto.Message
 }
 
 // TryMigrate implements planner.InlineMigrator.
-func (w watchPusher) TryMigrate(node string, msg proto.Message) (proto.Message, bool) {
-	return w.c.net.TryMigrate(node, msg)
+func (w watchPusher) TryMigrate(node string, msgs []proto.Message) []proto.Message {
+	return w.c.net.TryMigrate(node, msgs)
 }
 
 // PushNow implements planner.InlinePusher (watching node 0's installs, as

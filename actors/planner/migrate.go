@@ -30,13 +30,16 @@ type Migrator interface {
 }
 
 // InlineMigrator is an optional capability of a Migrator whose nodes live
-// in the planner's process: TryMigrate serves a message at once when that
-// needs no waiting (all but a Drain whose cohort still holds locks) and
-// reports false otherwise. The planner then calls it from its own actor:
-// on a loaded machine a goroutine per message waits milliseconds to be
-// scheduled, and those waits would make up most of a freeze window.
+// in the planner's process: TryMigrate serves messages for one node, in
+// order, at once where that needs no waiting (all but a Drain whose cohort
+// still holds locks) and leaves the other replies nil. The planner then
+// calls it from its own actor: on a loaded machine a goroutine per message
+// waits milliseconds to be scheduled, and those waits would make up most
+// of a freeze window. It hands over each node's messages of a step
+// together, so that the node takes its owner-table lock, which every
+// transaction contends for, once for all of them.
 type InlineMigrator interface {
-	TryMigrate(node string, msg proto.Message) (proto.Message, bool)
+	TryMigrate(node string, msgs []proto.Message) []proto.Message
 }
 
 // InlinePusher is the same capability for a Pusher: PushNow delivers one
@@ -129,22 +132,50 @@ func (a *Actor) sendMigrations(ctx actor.Context, out []transfer.Send) {
 	self, root := ctx.Self(), ctx.ActorSystem().Root
 	timeout := time.Duration(a.cfg.Transfer.ResendMicros) * time.Microsecond
 	inline := false
-	for len(out) > 0 {
-		s := out[0]
-		out = out[1:]
-		if a.inlineMigrator != nil {
-			if rep, ok := a.inlineMigrator.TryMigrate(s.To, s.Msg); ok {
-				out = append(out, a.xfer.Step(a.nowMicros(), s.To, rep)...)
-				inline = true
-				continue
-			}
-		}
+	send := func(s transfer.Send) {
 		go func() {
 			c, cancel := context.WithTimeout(context.Background(), timeout)
 			defer cancel()
 			rep, err := a.migrator.Migrate(c, s.To, s.Msg)
 			root.Send(self, migrationDone{node: s.To, rep: rep, err: err})
 		}()
+	}
+	// In waves: each node gets its messages of a wave in one call, and the
+	// replies' follow-ups (a Drain after a FreezeAck, a Handoff after a
+	// DrainAck...) make up the next wave.
+	for len(out) > 0 {
+		wave := out
+		out = nil
+		if a.inlineMigrator == nil {
+			for _, s := range wave {
+				send(s)
+			}
+			continue
+		}
+		var nodes []string
+		byNode := map[string][]transfer.Send{}
+		for _, s := range wave {
+			if _, ok := byNode[s.To]; !ok {
+				nodes = append(nodes, s.To)
+			}
+			byNode[s.To] = append(byNode[s.To], s)
+		}
+		for _, node := range nodes {
+			ss := byNode[node]
+			msgs := make([]proto.Message, len(ss))
+			for i, s := range ss {
+				msgs[i] = s.Msg
+			}
+			reps := a.inlineMigrator.TryMigrate(node, msgs)
+			for i, s := range ss {
+				if i >= len(reps) || reps[i] == nil {
+					send(s)
+					continue
+				}
+				out = append(out, a.xfer.Step(a.nowMicros(), node, reps[i])...)
+				inline = true
+			}
+		}
 	}
 	if inline {
 		a.afterTransferStep(ctx)
@@ -307,7 +338,7 @@ func (a *Actor) collectRecords() {
 		lvl("migration finished", "id", r.ID, "cohort", r.Move.Cohort, "from", r.Move.From, "to", r.Move.To,
 			"outcome", r.Outcome.String(), "epoch", r.Move.NewEpoch, "frozen_us", r.FrozenMicros, "drain_us", r.DrainMicros,
 			"handoff_us", r.HandoffMicros, "settle_us", r.SettleMicros, "freeze_us", r.FreezeMicros, "publish_us", r.PublishMicros,
-			"aborted_holders", r.AbortedHolders, "stuck", r.Stuck, "reason", r.Reason)
+			"aborted_holders", r.AbortedHolders, "stuck", r.Stuck, "reason", r.Reason, "full_drain", r.Move.FullDrain)
 	}
 	a.status.Transfer = a.xfer.Stats()
 	if a.round.n > 0 && !a.xfer.Active() {

@@ -730,7 +730,7 @@ func (a *Actor) onTick(ctx actor.Context) {
 		return
 	}
 	a.status.LastPlan = d.Plan.Stats
-	a.log.Debug("planner tick", "tick", a.tick, "cohorts", len(d.Cohorts.Cohorts), "installs", len(d.Plan.Installs),
+	a.log.Debug("planner tick", "tick", a.tick, "took_us", took, "cohorts", len(d.Cohorts.Cohorts), "installs", len(d.Plan.Installs),
 		"moves", len(d.Plan.Moves), "evictions", len(d.Plan.Evictions))
 	if d.Map == nil {
 		if a.rosterShrank() {

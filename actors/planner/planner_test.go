@@ -161,7 +161,7 @@ func startWith(t *testing.T, fc *fakeCluster, names []string, slots int) (*actor
 }
 
 // spawn starts a planner with cfg and a 10 ms tick, told of no node yet.
-func spawn(t *testing.T, fc *fakeCluster, cfg Config) (*actor.ActorSystem, *actor.PID) {
+func spawn(t *testing.T, fc Pusher, cfg Config) (*actor.ActorSystem, *actor.PID) {
 	t.Helper()
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return slog.New(slog.DiscardHandler)
