@@ -33,6 +33,11 @@ const (
 	// once (each Drain waits on its own goroutine); more are refused with
 	// ERROR and the controller resends them.
 	maxMigrationsInFlight = 1024
+	// maxBatchPerHold bounds the messages of a batch (Node.TryMigration)
+	// served under one hold of the node's locks, so that a large wave
+	// (a watchdog's resends of a whole round) does not keep every grant
+	// and release of the node waiting for all of it.
+	maxBatchPerHold = 64
 )
 
 var errNotMigration = errors.New("not a migration message")
@@ -84,16 +89,35 @@ func isMigration(msg proto.Message) bool {
 	return false
 }
 
-// migrateBatch serves msgs in order under one hold of o.mu and of the owner
-// table's lock; a Drain is checked once and its reply left nil if its
-// cohort still holds locks, as is any message that is not a migration
-// request. The activator is told to Sync (outside o.mu) when the owned
-// set changed.
+// migrateBatch serves msgs in order, at most maxBatchPerHold of them under
+// one hold of o.mu and of the owner table's lock; a Drain is checked once
+// and its reply left nil if its cohort still holds locks, as is any
+// message that is not a migration request. The activator is told to Sync
+// (outside o.mu) when the owned set changed.
 func (o *ownership) migrateBatch(msgs []proto.Message) []proto.Message {
-	o.mu.Lock()
 	reps := make([]proto.Message, len(msgs))
 	changed := false
-	serve := func(t *owner.Table) error {
+	for start := 0; start < len(msgs); start += maxBatchPerHold {
+		end := min(start+maxBatchPerHold, len(msgs))
+		if o.migrateHold(msgs[start:end], reps[start:end]) {
+			changed = true
+		}
+	}
+	if changed {
+		o.syncActivations()
+	}
+	return reps
+}
+
+// migrateHold serves msgs into reps under one hold of both locks and
+// reports whether the owned set changed. Publishes only mark their cohorts;
+// the drained ones are retired once, after the whole batch.
+func (o *ownership) migrateHold(msgs, reps []proto.Message) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	changed := false
+	_ = o.svc.Do(func(t *owner.Table) error {
+		published := false
 		for i, msg := range msgs {
 			var c bool
 			switch m := msg.(type) {
@@ -101,26 +125,33 @@ func (o *ownership) migrateBatch(msgs []proto.Message) []proto.Message {
 				reps[i], c = o.freezeIn(t, m)
 			case *messages.Drain:
 				if done, st, aborted, _, errText := o.drainStepIn(t, m.GetCohortId(), false); done {
-					reps[i] = &messages.DrainAck{MigrationId: m.GetMigrationId(), CohortId: m.GetCohortId(), Epoch: m.GetEpoch(),
-						Node: o.self, Status: st, Error: errText, AbortedHolders: aborted}
+					ack := drainAck(m, o.self)
+					ack.Status, ack.Error, ack.AbortedHolders = st, errText, aborted
+					reps[i] = ack
 				}
 			case *messages.Handoff:
 				reps[i], c = o.handoffIn(t, m)
 			case *messages.Publish:
-				reps[i], c = o.publishMoveIn(t, m)
+				var p bool
+				reps[i], p = o.publishMoveIn(m)
+				published = published || p
 			case *messages.MigrationAbort:
 				reps[i], c = o.abortMoveIn(t, m)
 			}
 			changed = changed || c
 		}
+		if published {
+			before := len(o.frozen)
+			o.retireIn(t)
+			changed = changed || len(o.frozen) < before
+		}
 		return nil
-	}
-	_ = o.svc.Do(serve)
-	o.mu.Unlock()
-	if changed {
-		o.syncActivations()
-	}
-	return reps
+	})
+	return changed
+}
+
+func drainAck(m *messages.Drain, self string) *messages.DrainAck {
+	return &messages.DrainAck{MigrationId: m.GetMigrationId(), CohortId: m.GetCohortId(), Epoch: m.GetEpoch(), Node: self}
 }
 
 const (
@@ -135,7 +166,7 @@ const (
 // from the planner (OwnerMap pushes and migration messages). o.mu is held.
 func (o *ownership) noteMembership(e uint64) { o.memberEpoch = max(o.memberEpoch, e) }
 
-// freeze stops the node granting cohort m.CohortId (step 1): whatever
+// freezeIn stops the node granting cohort m.CohortId (step 1): whatever
 // activation of it the node holds below m.NewEpoch is frozen — new requests
 // get RETRY, releases are still accepted — and kept (not retired) until the
 // move is published. It reports whether the owned set changed. o.mu and
@@ -194,7 +225,7 @@ func heldLocks(t *owner.Table, id control.CohortID) uint32 {
 // releases become no-ops) and their transactions abort at validation,
 // since the lock words they hold stay held under the old epoch.
 func (o *ownership) drain(ctx context.Context, m *messages.Drain) *messages.DrainAck {
-	ack := &messages.DrainAck{MigrationId: m.GetMigrationId(), CohortId: m.GetCohortId(), Epoch: m.GetEpoch(), Node: o.self}
+	ack := drainAck(m, o.self)
 	start := time.Now()
 	deadline := time.Duration(min(m.GetDeadlineMicros(), uint64(maxDrainWait/time.Microsecond))) * time.Microsecond
 	ctx, cancel := context.WithTimeout(ctx, maxDrainWait)
@@ -264,7 +295,7 @@ func (o *ownership) drainStepIn(t *owner.Table, id control.CohortID, pastDeadlin
 	return true, ackOK, uint32(len(fenced)), 0, ""
 }
 
-// handoff installs the cohort at the new epoch (step 3). Key groups another
+// handoffIn installs the cohort at the new epoch (step 3). Key groups another
 // active cohort of this node still holds (a re-cut planned in the same map)
 // are left out; the map that records the move adds them once that cohort
 // shrank. It reports whether the owned set changed. o.mu and the table's
@@ -319,10 +350,11 @@ func (o *ownership) handoffIn(t *owner.Table, m *messages.Handoff) (*messages.Ha
 	return ack, true
 }
 
-// publishMove retires the frozen activation of a published move (step 4)
-// once drained; a still-held one is retired by the heartbeat loop when its
-// holders are gone or fenced. o.mu and the table's lock are held.
-func (o *ownership) publishMoveIn(t *owner.Table, m *messages.Publish) (*messages.PublishAck, bool) {
+// publishMoveIn marks the frozen activation of a published move (step 4)
+// as retirable, and reports whether it did: the caller then retires the
+// drained ones (retireIn); a still-held one is retired by the heartbeat
+// loop when its holders are gone or fenced. o.mu is held.
+func (o *ownership) publishMoveIn(m *messages.Publish) (*messages.PublishAck, bool) {
 	ack := &messages.PublishAck{MigrationId: m.GetMigrationId(), CohortId: m.GetCohortId(), Epoch: m.GetEpoch(), Node: o.self,
 		Status: ackOK, OwnermapEpoch: o.asm.Installed().Epoch}
 	id := m.GetCohortId()
@@ -332,12 +364,10 @@ func (o *ownership) publishMoveIn(t *owner.Table, m *messages.Publish) (*message
 	}
 	f.awaitPublish = false
 	o.frozen[id] = f
-	before := len(o.frozen)
-	o.retireIn(t)
-	return ack, len(o.frozen) < before
+	return ack, true
 }
 
-// abortMove rolls a migration back: the cohort this node froze for it
+// abortMoveIn rolls a migration back: the cohort this node froze for it
 // becomes active again at its epoch (only the old owner is ever asked;
 // the controller never rolls back after a handoff). o.mu and the table's
 // lock are held.

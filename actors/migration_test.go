@@ -468,7 +468,26 @@ func TestMigrationBatch(t *testing.T) {
 	// Both cohorts grant nothing now; the holder's release still reaches a.
 	expectStatus(t, "frozen", r.lock("a", 1, 101, 12), "RETRY")
 	r.unlock("a", 1, 100, 11)
-	if d := r.nodes["a"].migrateBatch([]proto.Message{drain(1, rigCohort)})[0].(*messages.DrainAck); d.GetStatus() != ackOK {
+	// The moves' publication in one batch: both frozen activations are
+	// retired (once, after the batch), an abort of an unknown migration
+	// changes nothing.
+	reps = r.nodes["a"].migrateBatch([]proto.Message{drain(1, rigCohort),
+		&messages.Publish{MigrationId: 1, CohortId: uint64(rigCohort), Epoch: 2},
+		&messages.Publish{MigrationId: 2, CohortId: uint64(other), Epoch: 2},
+		&messages.MigrationAbort{MigrationId: 9, CohortId: uint64(rigCohort), Epoch: 2, RestoreOwner: "a"}})
+	if d := reps[0].(*messages.DrainAck); d.GetStatus() != ackOK {
 		t.Fatalf("Drain after the release: %v", d)
+	}
+	for i, rep := range reps[1:] {
+		if ackStatus(rep) != ackOK {
+			t.Fatalf("reply %d to the publication batch: %v", i+1, rep)
+		}
+	}
+	o := r.nodes["a"]
+	o.mu.Lock()
+	frozen, owned := len(o.frozen), len(o.owned)
+	o.mu.Unlock()
+	if frozen != 0 || owned != 0 {
+		t.Fatalf("after the publication: %d frozen and %d owned activations on a, want none", frozen, owned)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"google.golang.org/protobuf/proto"
@@ -48,8 +49,9 @@ type NodeConfig struct {
 	// resubmitted transaction is answered from its recorded outcome instead of
 	// running twice. Default 65,536: at 5,000 transactions a second on a
 	// node, 13 s of retries. Outcomes are kept marshaled: a bank
-	// transfer's costs about 140 bytes with the map's overhead, so a full
-	// cache holds some 9 MiB.
+	// transfer's costs about 140 bytes with the map's overhead (heap in
+	// use, runtime.MemStats, over 65,536 entries), so a full cache holds
+	// some 9 MiB.
 	ResultCacheSize int
 	// Engine configures the OCC engine (Node is set from ID).
 	Engine occ.Config
@@ -89,6 +91,10 @@ func (c NodeConfig) Validate() error {
 	var errs []error
 	if c.Name == "" {
 		errs = append(errs, errors.New("node: Name is required"))
+	} else if !utf8.ValidString(c.Name) {
+		// Every result carries it: a result that cannot be marshaled
+		// could be neither sent nor recorded for replay.
+		errs = append(errs, fmt.Errorf("node: Name %q is not valid UTF-8", c.Name))
 	}
 	if c.Coordinators < 1 || c.Coordinators > 4096 {
 		errs = append(errs, fmt.Errorf("node: Coordinators %d, want 1..4096", c.Coordinators))
@@ -507,8 +513,7 @@ func (c *resultCache) get(id uint64) (*messages.TxnResult, bool) {
 	}
 	r := &messages.TxnResult{}
 	if err := proto.Unmarshal(b, r); err != nil {
-		// Marshaled by put from a valid message: cannot happen.
-		panic(fmt.Sprintf("actors: result cache entry of txn %d: %v", id, err))
+		return nil, false // marshaled by put from a valid message: cannot happen
 	}
 	return r, true
 }
@@ -517,6 +522,12 @@ func (c *resultCache) get(id uint64) (*messages.TxnResult, bool) {
 // marshaled (then nothing is recorded, and a retry of id runs again).
 func (c *resultCache) put(id uint64, r *messages.TxnResult) bool {
 	if id == 0 {
+		return true
+	}
+	c.mu.Lock()
+	_, ok := c.m[id]
+	c.mu.Unlock()
+	if ok {
 		return true
 	}
 	b, err := proto.Marshal(r)

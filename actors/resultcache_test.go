@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -53,5 +54,18 @@ func TestResultCache(t *testing.T) {
 	}
 	if _, ok := c.get(2); !ok {
 		t.Fatal("a failed record evicted an outcome")
+	}
+}
+
+// TestNodeConfigRejectsInvalidUTF8Name: every result carries the node's
+// name, and a name that is not valid UTF-8 would make every result
+// impossible to marshal, for the wire and for replay.
+func TestNodeConfigRejectsInvalidUTF8Name(t *testing.T) {
+	c := DefaultNodeConfig("cn-\xff")
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "UTF-8") {
+		t.Fatalf("Validate() = %v, want an invalid UTF-8 error", err)
+	}
+	if err := DefaultNodeConfig("cn-1").Validate(); err != nil {
+		t.Fatalf("a valid name refused: %v", err)
 	}
 }

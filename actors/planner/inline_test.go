@@ -17,9 +17,12 @@ import (
 // at once, and record every call.
 type inlineCluster struct {
 	*fakeCluster
-	mu      sync.Mutex
-	batches []inlineBatch
-	async   int // messages sent through Migrate
+	// waitDrains leaves every Drain unanswered inline, as a node does
+	// whose cohort still holds locks.
+	waitDrains bool
+	mu         sync.Mutex
+	batches    []inlineBatch
+	async      map[string]int // messages sent through Migrate, by kind
 }
 
 type inlineBatch struct {
@@ -47,7 +50,7 @@ func okAck(node string, msg proto.Message) proto.Message {
 
 func (c *inlineCluster) Migrate(_ context.Context, node string, msg proto.Message) (proto.Message, error) {
 	c.mu.Lock()
-	c.async++
+	c.async[fmt.Sprintf("%T", msg)]++
 	c.mu.Unlock()
 	return okAck(node, msg), nil
 }
@@ -58,7 +61,9 @@ func (c *inlineCluster) TryMigrate(node string, msgs []proto.Message) []proto.Me
 	c.mu.Unlock()
 	reps := make([]proto.Message, len(msgs))
 	for i, m := range msgs {
-		reps[i] = okAck(node, m)
+		if _, drain := m.(*messages.Drain); !drain || !c.waitDrains {
+			reps[i] = okAck(node, m)
+		}
 	}
 	return reps
 }
@@ -67,10 +72,20 @@ func (c *inlineCluster) TryMigrate(node string, msgs []proto.Message) []proto.Me
 // planner hands each node all its messages of a step in one call (so a
 // node takes its owner-table lock once for them, not once per cohort),
 // never sends one through a goroutine when the node answers at once, and
-// finishes the moves the drift asks for.
+// finishes the moves the drift asks for. A Drain the node leaves
+// unanswered (holders remain) goes through a goroutine instead, and the
+// moves still finish.
 func TestPlannerBatchesInlineMigrations(t *testing.T) {
+	for _, waitDrains := range []bool{false, true} {
+		t.Run(fmt.Sprintf("waitDrains=%v", waitDrains), func(t *testing.T) {
+			testInlineMigrations(t, waitDrains)
+		})
+	}
+}
+
+func testInlineMigrations(t *testing.T, waitDrains bool) {
 	names := []string{"cn-0", "cn-1", "cn-2"}
-	ic := &inlineCluster{fakeCluster: newFakeCluster(names...)}
+	ic := &inlineCluster{fakeCluster: newFakeCluster(names...), waitDrains: waitDrains, async: map[string]int{}}
 	cfg := DefaultConfig("cn-0", len(names))
 	cfg.PushTimeout = 100 * time.Millisecond
 	sys, pid := spawn(t, ic, cfg)
@@ -79,13 +94,11 @@ func TestPlannerBatchesInlineMigrations(t *testing.T) {
 	d := newDriver(t, len(names))
 	waitFor(t, d, sys, pid, "a map with a cohort per tenant", func(s Status) bool { return s.Acked >= 1 && s.Cohorts >= 12 })
 	d.shift = 1 // every tenant's transactions move to the next node
-	waitFor(t, d, sys, pid, "the drift's moves", func(s Status) bool { return s.Transfer.Moved >= 4 })
+	st := waitFor(t, d, sys, pid, "the drift's moves", func(s Status) bool { return s.Transfer.Moved >= 4 })
 
 	ic.mu.Lock()
 	defer ic.mu.Unlock()
-	if ic.async != 0 {
-		t.Fatalf("%d migration messages sent through goroutines although every node answers inline", ic.async)
-	}
+	drains := 0
 	msgs, multi := 0, 0
 	for _, b := range ic.batches {
 		seen := map[string]bool{}
@@ -97,6 +110,9 @@ func TestPlannerBatchesInlineMigrations(t *testing.T) {
 				t.Fatalf("call to %s repeats %v", b.node, m)
 			}
 			seen[k] = true
+			if _, ok := m.(*messages.Drain); ok {
+				drains++
+			}
 		}
 		msgs += len(b.msgs)
 		if len(b.msgs) > 1 {
@@ -106,5 +122,13 @@ func TestPlannerBatchesInlineMigrations(t *testing.T) {
 	if multi == 0 {
 		t.Fatalf("%d messages in %d calls, none with more than one message: nodes were not given their messages of a step together", msgs, len(ic.batches))
 	}
-	t.Logf("%d migration messages in %d inline calls", msgs, len(ic.batches))
+	switch async := ic.async["*messages.Drain"]; {
+	case !waitDrains && len(ic.async) != 0:
+		t.Fatalf("migration messages sent through goroutines although every node answers inline: %v", ic.async)
+	case waitDrains && (async < int(st.Transfer.Moved) || async > drains+int(st.Transfer.Resends)):
+		t.Fatalf("%d Drains through goroutines for %d moves (%d Drains inline, %d resends)", async, st.Transfer.Moved, drains, st.Transfer.Resends)
+	case waitDrains && len(ic.async) != 1:
+		t.Fatalf("messages other than Drains sent through goroutines: %v", ic.async)
+	}
+	t.Logf("%d migration messages in %d inline calls; through goroutines: %v", msgs, len(ic.batches), ic.async)
 }

@@ -122,9 +122,15 @@ func nameAt(roster []string, i int) string {
 	return roster[i]
 }
 
-// sendMigrations delivers the controller's messages, each on its own
-// goroutine bounded by the controller's resend period (a later Tick sends
-// it again); the acknowledgement comes back as a migrationDone.
+// sendMigrations delivers the controller's messages. With an
+// InlineMigrator, each node gets its messages of a wave in one call and
+// the replies are stepped node by node (the controller's state is per
+// migration, so the order across nodes does not matter; the phase
+// timestamps of a batch's replies are taken after the whole batch). A
+// message not answered inline (a Drain still waiting for holders), or
+// every message without an InlineMigrator, goes on its own goroutine
+// bounded by the controller's resend period (a later Tick sends it again),
+// and its acknowledgement comes back as a migrationDone.
 func (a *Actor) sendMigrations(ctx actor.Context, out []transfer.Send) {
 	if len(out) == 0 {
 		return
