@@ -54,8 +54,8 @@ func (n *Node) HandleMigration(ctx context.Context, msg proto.Message) (proto.Me
 
 // TryMigration serves msgs, in order, at once where that needs no waiting:
 // every message but a Drain whose cohort still holds locks, whose reply is
-// left nil. The whole batch takes the node's ownership lock and its owner
-// table's lock once: on a loaded node that lock is contended by every
+// left nil. The batch takes the node's ownership lock and its owner
+// table's lock once per maxBatchPerHold messages: on a loaded node that lock is contended by every
 // transaction's grants and releases, and each wait for it costs the caller
 // (the planner's own actor) a trip through the scheduler's run queue once
 // the lock is handed over. (Taking the locks only when free, and leaving
@@ -111,7 +111,7 @@ func (o *ownership) migrateBatch(msgs []proto.Message) []proto.Message {
 
 // migrateHold serves msgs into reps under one hold of both locks and
 // reports whether the owned set changed. Publishes only mark their cohorts;
-// the drained ones are retired once, after the whole batch.
+// the drained ones are retired once, after all of msgs.
 func (o *ownership) migrateHold(msgs, reps []proto.Message) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()

@@ -123,15 +123,7 @@ func FetchTopology(ctx context.Context, u URL) (Topology, error) { return NewAPI
 
 // Topology reads GET /management/topology.
 func (a *API) Topology(ctx context.Context) (Topology, error) {
-	body, _, err := a.get(ctx, TopologyPath, a.limit())
-	if err != nil {
-		return Topology{}, err
-	}
-	var t Topology
-	if err := json.Unmarshal(body, &t); err != nil {
-		return Topology{}, fmt.Errorf("client: topology: %w", err)
-	}
-	return t, nil
+	return callJSON[Topology](ctx, a, http.MethodGet, TopologyPath, "topology")
 }
 
 // PartitionRoute asks where key goes under rule. With minEpoch > 0 the node
@@ -148,15 +140,7 @@ func (a *API) PartitionRoute(ctx context.Context, rule string, key []uint64, min
 	if minEpoch > 0 {
 		q.Set("epoch", strconv.FormatUint(minEpoch, 10))
 	}
-	body, _, err := a.get(ctx, PartitionRoutePath+"?"+q.Encode(), a.limit())
-	if err != nil {
-		return PartitionRoute{}, err
-	}
-	var r PartitionRoute
-	if err := json.Unmarshal(body, &r); err != nil {
-		return PartitionRoute{}, fmt.Errorf("client: partition route: %w", err)
-	}
-	return r, nil
+	return callJSON[PartitionRoute](ctx, a, http.MethodGet, PartitionRoutePath+"?"+q.Encode(), "partition route")
 }
 
 // RemoveNode asks the cluster's planner to stop counting node, a compute
@@ -168,15 +152,21 @@ func (a *API) RemoveNode(ctx context.Context, node string) (RemoveResult, error)
 	if node == "" {
 		return RemoveResult{}, errors.New("client: remove node: empty node name")
 	}
-	body, _, err := a.do(ctx, http.MethodPost, RemoveNodePath+"?"+url.Values{"node": {node}}.Encode(), a.limit())
+	return callJSON[RemoveResult](ctx, a, http.MethodPost, RemoveNodePath+"?"+url.Values{"node": {node}}.Encode(), "remove node")
+}
+
+// callJSON requests path (with its query) with method and decodes the JSON
+// answer into a T; what names the call in errors.
+func callJSON[T any](ctx context.Context, a *API, method, path, what string) (T, error) {
+	var v T
+	body, _, err := a.do(ctx, method, path, a.limit())
 	if err != nil {
-		return RemoveResult{}, err
+		return v, err
 	}
-	var r RemoveResult
-	if err := json.Unmarshal(body, &r); err != nil {
-		return RemoveResult{}, fmt.Errorf("client: remove node: %w", err)
+	if err := json.Unmarshal(body, &v); err != nil {
+		return v, fmt.Errorf("client: %s: %w", what, err)
 	}
-	return r, nil
+	return v, nil
 }
 
 func (a *API) limit() int64 {
