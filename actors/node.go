@@ -55,6 +55,16 @@ type NodeConfig struct {
 	ResultCacheSize int
 	// Engine configures the OCC engine (Node is set from ID).
 	Engine occ.Config
+	// RedoRecordBytes caps a coordinator's redo record on the memory node
+	// (occ.RedoConfig.RecordBytes): every commit that writes under
+	// memory-node CAS locks first writes its record there, so that the
+	// node's next incarnation, after a crash, finishes or releases every
+	// such lock it left held (occ, "Crash recovery"); NewNode runs that
+	// recovery. Default 256 KiB (a TPC-C delivery needs some 20 KiB). 0
+	// turns the log and the recovery off — only for a node whose ID may be
+	// shared with a live node, which the recovery would take for a crashed
+	// incarnation.
+	RedoRecordBytes int
 	// Logger receives the node's logs and protoactor's, at warn level by
 	// default. Default: slog to stderr at warn.
 	Logger *slog.Logger
@@ -83,7 +93,8 @@ func DefaultNodeConfig(name string) NodeConfig {
 	eng := occ.DefaultConfig()
 	eng.ExactlyOnce = true
 	return NodeConfig{Name: name, Coordinators: 8, AtomicActors: 2, MailboxSize: 1024,
-		RequestTimeout: 10 * time.Second, ResultCacheSize: 1 << 16, Engine: eng}
+		RequestTimeout: 10 * time.Second, ResultCacheSize: 1 << 16, Engine: eng,
+		RedoRecordBytes: occ.DefaultRedoRecordBytes}
 }
 
 // Validate reports every problem at once.
@@ -116,7 +127,16 @@ func (c NodeConfig) Validate() error {
 	if err := e.Validate(); err != nil {
 		errs = append(errs, err)
 	}
+	if c.RedoRecordBytes != 0 {
+		if err := c.redoConfig().Validate(); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	return errors.Join(errs...)
+}
+
+func (c NodeConfig) redoConfig() occ.RedoConfig {
+	return occ.RedoConfig{Node: c.ID, Slots: c.Coordinators, RecordBytes: c.RedoRecordBytes}
 }
 
 // Node is a compute node's data plane: an actor system with coordinator
@@ -133,8 +153,12 @@ type Node struct {
 	next   atomic.Uint64
 	cache  resultCache
 	log    *slog.Logger
-	own    *ownership
-	stats  nodeStats
+	dev    rdma.Device
+	redo   *occ.RedoLog
+	// recovery is what NewNode's redo-log recovery did.
+	recovery occ.Recovery
+	own      *ownership
+	stats    nodeStats
 	// ownSystem: the node created system and shuts it down on Close.
 	ownSystem bool
 }
@@ -149,7 +173,7 @@ func NewNode(cfg NodeConfig, dev rdma.Device, layout *store.Layout, wl workload.
 	if logger == nil {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
-	n := &Node{cfg: cfg, wl: wl, log: logger}
+	n := &Node{cfg: cfg, wl: wl, log: logger, dev: dev}
 	n.cache.init(cfg.ResultCacheSize)
 	n.system = cfg.System
 	if n.system == nil {
@@ -220,6 +244,22 @@ func NewNode(cfg NodeConfig, dev rdma.Device, layout *store.Layout, wl workload.
 	if err != nil {
 		return fail(err)
 	}
+	if cfg.RedoRecordBytes != 0 {
+		// Before any coordinator exists: every CAS tag of this node's
+		// number is a previous incarnation's.
+		start := time.Now()
+		if n.redo, n.recovery, err = occ.OpenRedoLog(context.Background(), dev, layout, cfg.redoConfig()); err != nil {
+			return fail(fmt.Errorf("node %s: redo log: %w", cfg.Name, err))
+		}
+		if n.recovery.Scanned {
+			n.log.Warn("recovered the memory-node locks a previous incarnation left held", "node", cfg.Name,
+				"slots_scanned", n.recovery.Slots, "redone", n.recovery.Redone, "released", n.recovery.Released,
+				"took", time.Since(start).Round(time.Millisecond))
+		}
+		if err := n.engine.UseRedoLog(n.redo); err != nil {
+			return fail(err)
+		}
+	}
 	for range cfg.Coordinators {
 		qp, err := dev.CreateQP(rdma.QPConfig{})
 		if err != nil {
@@ -235,6 +275,10 @@ func NewNode(cfg NodeConfig, dev rdma.Device, layout *store.Layout, wl workload.
 	}
 	return n, nil
 }
+
+// Recovery reports what the node's start did to the memory-node locks of
+// its previous incarnation (occ.OpenRedoLog).
+func (n *Node) Recovery() occ.Recovery { return n.recovery }
 
 // System returns the node's actor system.
 func (n *Node) System() *actor.ActorSystem { return n.system }
@@ -397,6 +441,11 @@ func (n *Node) Close() error {
 		n.own.stop = nil
 	}
 	var errs []error
+	if n.redo != nil && len(n.coords) == n.cfg.Coordinators {
+		// Every coordinator has finished: the next incarnation need not
+		// scan, unless a write-back was given up (its locks may be held).
+		errs = append(errs, n.redo.Close(context.Background(), n.dev))
+	}
 	for _, qp := range n.qps {
 		errs = append(errs, qp.Close())
 	}

@@ -99,11 +99,19 @@ type Coordinator struct {
 	e      *Engine
 	qp     rdma.QueuePair
 	locker Locker
+	redo   int // record slot in e.redo, or -1
 }
 
 // NewCoordinator returns a coordinator posting on qp (which it then owns).
+// With a redo log (Engine.UseRedoLog) it takes the next record slot; a
+// coordinator beyond the log's slots cannot commit writes under memory-node
+// locks (ErrRedo).
 func (e *Engine) NewCoordinator(qp rdma.QueuePair) *Coordinator {
-	return &Coordinator{e: e, qp: qp, locker: e.locker()}
+	c := &Coordinator{e: e, qp: qp, locker: e.locker(), redo: -1}
+	if e.redo != nil {
+		c.redo = e.redo.slot(false)
+	}
+	return c
 }
 
 // Close releases the coordinator's queue pair.
@@ -130,16 +138,18 @@ type lockEntry struct {
 }
 
 type tx struct {
-	c       *Coordinator
-	ctx     context.Context
-	id      uint64
-	tag     uint64
-	reads   map[txn.Ref]*readEntry
-	locks   map[txn.Ref]*lockEntry
-	order   []txn.Ref // lock order, for deterministic write-back
-	unknown []LockRequest
-	claimed map[uint64]bool // slot addresses claimed by inserts
-	cnt     Counters
+	c        *Coordinator
+	ctx      context.Context
+	id       uint64
+	tag      uint64
+	reads    map[txn.Ref]*readEntry
+	locks    map[txn.Ref]*lockEntry
+	order    []txn.Ref // lock order, for deterministic write-back
+	unknown  []LockRequest
+	claimed  map[uint64]bool // slot addresses claimed by inserts
+	cnt      Counters
+	redo     []byte // the redo record of a commit, written before its write-back
+	redoSlot int    // where it is written
 }
 
 // Run executes prog as one transaction attempt.
@@ -603,6 +613,9 @@ func (t *tx) Insert(r txn.Ref, value []byte) error {
 
 // commit validates the read set and inserts, then writes back.
 func (t *tx) commit() error {
+	if err := t.redoRecord(); err != nil {
+		return err
+	}
 	if err := t.validate(); err != nil {
 		return err
 	}
@@ -746,10 +759,12 @@ func (t *tx) finish(commit bool) error {
 	backoff := cfg.CleanupBackoff
 	for err != nil {
 		if !errors.Is(err, rdma.ErrConnectionLost) && !errors.Is(err, rdma.ErrFlushed) {
+			t.keepRedo()
 			return fmt.Errorf("occ: finishing transaction: %w", err)
 		}
 		select {
 		case <-ctx.Done():
+			t.keepRedo()
 			return fmt.Errorf("occ: could not finish transaction within %v (its locks may stay held): %w", cfg.CleanupTimeout, err)
 		case <-time.After(backoff):
 		}
@@ -769,6 +784,21 @@ func (t *tx) finish(commit bool) error {
 		}
 	}
 	return nil
+}
+
+// keepRedo is called when finish gives up: locks may stay held, so the log
+// stays marked running at Close; and a commit's record may be all that
+// finishes its write-back (in the next incarnation's recovery), so the
+// coordinator moves to a spare slot rather than overwrite it.
+func (t *tx) keepRedo() {
+	l := t.c.e.redo
+	if l == nil {
+		return
+	}
+	l.abandoned.Add(1)
+	if t.redo != nil {
+		t.c.redo = l.slot(true)
+	}
 }
 
 // heldByTag reads the lock words of this transaction's memory-node locks
@@ -804,6 +834,14 @@ func (t *tx) heldByTag(ctx context.Context) (map[uint64]bool, error) {
 // not in held are skipped and the others are released by CAS.
 func (t *tx) finishVerbs(commit bool, held map[uint64]bool) []rdma.WorkRequest {
 	var values, headers []rdma.WorkRequest
+	if commit && t.redo != nil {
+		// Before anything of the write-back: a doorbell runs a prefix of
+		// its work requests, so a record is complete whenever any of them
+		// ran (see "Crash recovery").
+		r := t.c.e.redo.region
+		values = append(values, rdma.WorkRequest{Op: rdma.OpWrite, RKey: r.RKey,
+			RemoteAddr: r.Addr + uint64(redoHeader+t.redoSlot*t.c.e.redo.cfg.RecordBytes), Local: t.redo})
+	}
 	if commit && t.c.e.cfg.ExactlyOnce && t.writes() {
 		// First, so that it lands before any lock is released.
 		id := make([]byte, 8)
@@ -853,6 +891,44 @@ func (t *tx) finishVerbs(commit bool, held map[uint64]bool) []rdma.WorkRequest {
 			RemoteAddr: q.SlotAddr + store.LockOffset, Compare: q.Tag, Swap: 0})
 	}
 	return append(values, headers...)
+}
+
+// redoRecord encodes, when the engine keeps a redo log, the record of the
+// transaction's writes (every path's: the recovery of memory-node CAS locks
+// matches its entries by tag, the repair of a dead owner's held sentinels
+// by version). It fails, before the commit point, when the coordinator has
+// no slot or the record does not fit one.
+func (t *tx) redoRecord() error {
+	l := t.c.e.redo
+	if l == nil {
+		return nil
+	}
+	var entries []redoEntry
+	for _, r := range t.order {
+		e := t.locks[r]
+		if !e.dirty {
+			continue
+		}
+		re := redoEntry{table: e.t.Table.ID, present: e.present, addr: e.req.SlotAddr,
+			meta: e.meta.NextMeta(e.present), release: e.releaseWord(true), key: r.Key}
+		if e.present {
+			re.value = make([]byte, (e.t.Table.ValueSize+7)&^7)
+			copy(re.value, e.value)
+		}
+		entries = append(entries, re)
+	}
+	if len(entries) == 0 {
+		return nil
+	}
+	if t.c.redo < 0 {
+		return fmt.Errorf("%w: coordinator has no record slot (the log has %d)", ErrRedo, l.cfg.Slots)
+	}
+	rec, err := encodeRedo(t.tag, entries, l.cfg.RecordBytes)
+	if err != nil {
+		return err
+	}
+	t.redo, t.redoSlot = rec, t.c.redo
+	return nil
 }
 
 // execAll runs verbs in doorbells of at most rdma.MaxBatch, in order.

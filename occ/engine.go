@@ -76,6 +76,19 @@ type Engine struct {
 	cfg    Config
 	seq    atomic.Uint64
 	cache  addrCache
+	redo   *RedoLog
+}
+
+// UseRedoLog makes every commit with writes under memory-node locks write
+// its redo record first (see "Crash recovery" in the package
+// documentation). Call it before creating coordinators; l must be this
+// engine's node's (Config.Node).
+func (e *Engine) UseRedoLog(l *RedoLog) error {
+	if l.cfg.Node != e.cfg.Node {
+		return fmt.Errorf("%w: log of node %d, engine of node %d", ErrRedo, l.cfg.Node, e.cfg.Node)
+	}
+	e.redo = l
+	return nil
 }
 
 // NewEngine returns an engine. newLocker is called once per coordinator to get

@@ -31,6 +31,9 @@ func CASTag(node uint32, seq uint64) uint64 {
 // IsOwnerSentinel reports whether a lock word is an owner sentinel.
 func IsOwnerSentinel(w uint64) bool { return w&ownedBit != 0 }
 
+// IsCASTag reports whether w is a memory-node CAS lock's tag.
+func IsCASTag(w uint64) bool { return w&ownedBit == 0 && w&casLocked != 0 }
+
 // TagNode returns the node of a CAS tag.
 func TagNode(w uint64) uint32 { return uint32(w >> nodeShift & nodeMask) }
 

@@ -326,8 +326,10 @@
 //     past it the lock is reported occ.LockUnknown and the table grant is
 //     kept until the cohort is fenced. A word left H by such a lock, or by a
 //     crashed holder, stays locked until a repair sweep clears it — not
-//     written yet (the MN CAS path has the same property for T; the
-//     sentinel's cohort and epoch fields are there for that sweep).
+//     written yet (the sentinel's cohort and epoch fields are there for
+//     that sweep). The MN CAS path's T words are recovered by the crashed
+//     node's next incarnation from its redo log (package occ, "Crash
+//     recovery").
 //   - occ calls Released even when a commit's write-back gave up after its
 //     CleanupTimeout, so the table forgets a holder whose word may still be
 //     H(c,e); the slot stays marked, and the next grantee WRITEs H(c,e)
