@@ -56,14 +56,16 @@ type NodeConfig struct {
 	// Engine configures the OCC engine (Node is set from ID).
 	Engine occ.Config
 	// RedoRecordBytes caps a coordinator's redo record on the memory node
-	// (occ.RedoConfig.RecordBytes): every commit that writes under
-	// memory-node CAS locks first writes its record there, so that the
-	// node's next incarnation, after a crash, finishes or releases every
-	// such lock it left held (occ, "Crash recovery"); NewNode runs that
-	// recovery. Default 256 KiB (a TPC-C delivery needs some 20 KiB). 0
-	// turns the log and the recovery off — only for a node whose ID may be
-	// shared with a live node, which the recovery would take for a crashed
-	// incarnation.
+	// (occ.RedoConfig.RecordBytes): every commit that writes first writes
+	// its record there, so that locks left held by a crashed holder can be
+	// ended as their transaction ended (occ, "Crash recovery"): NewNode
+	// recovers its previous incarnation's, and the node repairs, on
+	// contact, lock words that refused its transactions and stayed in
+	// place 2·(RequestTimeout + Engine.CleanupTimeout) (30 s by default).
+	// Default 256 KiB (a TPC-C delivery needs some 20 KiB). 0 turns the
+	// log, the recovery and the repair off — only for a node whose ID may
+	// be shared with a live node, which the recovery would take for a
+	// crashed incarnation.
 	RedoRecordBytes int
 	// Logger receives the node's logs and protoactor's, at warn level by
 	// default. Default: slog to stderr at warn.
@@ -136,7 +138,11 @@ func (c NodeConfig) Validate() error {
 }
 
 func (c NodeConfig) redoConfig() occ.RedoConfig {
-	return occ.RedoConfig{Node: c.ID, Slots: c.Coordinators, RecordBytes: c.RedoRecordBytes}
+	// A lock word still in place this long after it refused a lock has no
+	// live holder: an attempt holds a lock at most RequestTimeout plus its
+	// write-back's CleanupTimeout; twice that, for a margin.
+	return occ.RedoConfig{Node: c.ID, Slots: c.Coordinators, RecordBytes: c.RedoRecordBytes,
+		RepairAfter: 2 * (c.RequestTimeout + c.Engine.CleanupTimeout)}
 }
 
 // Node is a compute node's data plane: an actor system with coordinator
@@ -157,8 +163,10 @@ type Node struct {
 	redo   *occ.RedoLog
 	// recovery is what NewNode's redo-log recovery did.
 	recovery occ.Recovery
-	own      *ownership
-	stats    nodeStats
+	// sweepStop and sweepDone stop the repair sweep's goroutine.
+	sweepStop, sweepDone chan struct{}
+	own                  *ownership
+	stats                nodeStats
 	// ownSystem: the node created system and shuts it down on Close.
 	ownSystem bool
 }
@@ -259,6 +267,8 @@ func NewNode(cfg NodeConfig, dev rdma.Device, layout *store.Layout, wl workload.
 		if err := n.engine.UseRedoLog(n.redo); err != nil {
 			return fail(err)
 		}
+		n.sweepStop, n.sweepDone = make(chan struct{}), make(chan struct{})
+		go n.sweep(layout, cfg.redoConfig().RepairAfter)
 	}
 	for range cfg.Coordinators {
 		qp, err := dev.CreateQP(rdma.QPConfig{})
@@ -274,6 +284,41 @@ func NewNode(cfg NodeConfig, dev rdma.Device, layout *store.Layout, wl workload.
 		go n.own.run()
 	}
 	return n, nil
+}
+
+// sweep runs the redo log's repair of suspect lock words (occ.RedoLog.Sweep)
+// every eighth of repairAfter (at least every 100 ms, at most every 5 s),
+// until Close.
+func (n *Node) sweep(layout *store.Layout, repairAfter time.Duration) {
+	defer close(n.sweepDone)
+	t := time.NewTicker(min(max(repairAfter/8, 100*time.Millisecond), 5*time.Second))
+	defer t.Stop()
+	for {
+		select {
+		case <-n.sweepStop:
+			return
+		case now := <-t.C:
+			ctx, cancel := context.WithTimeout(context.Background(), n.cfg.RequestTimeout)
+			st, err := n.redo.Sweep(ctx, layout, now)
+			cancel()
+			if err != nil {
+				n.log.Warn("repair sweep", "node", n.cfg.Name, "err", err)
+			}
+			if st.Redone+st.Released > 0 {
+				n.log.Warn("repaired lock words left held by gone holders", "node", n.cfg.Name,
+					"redone", st.Redone, "released", st.Released, "moot", st.Moot)
+			}
+		}
+	}
+}
+
+// RepairStats returns what the node's repair sweep did so far (zero
+// without a redo log).
+func (n *Node) RepairStats() occ.RepairStats {
+	if n.redo == nil {
+		return occ.RepairStats{}
+	}
+	return n.redo.RepairStats()
 }
 
 // Recovery reports what the node's start did to the memory-node locks of
@@ -439,6 +484,11 @@ func (n *Node) Close() error {
 		close(n.own.stop)
 		<-n.own.done
 		n.own.stop = nil
+	}
+	if n.sweepStop != nil {
+		close(n.sweepStop)
+		<-n.sweepDone
+		n.sweepStop = nil
 	}
 	var errs []error
 	if n.redo != nil && len(n.coords) == n.cfg.Coordinators {

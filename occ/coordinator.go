@@ -337,6 +337,7 @@ func (t *tx) GetMany(rs []txn.Ref) ([][]byte, error) {
 			continue
 		}
 		if IsLocked(loc.slot.Lock) {
+			t.suspect(loc.t, loc.addr, loc.slot.Lock, false)
 			return nil, conflict("read of %v locked by another transaction", r)
 		}
 		v := clone(loc.slot.Value)
@@ -433,6 +434,19 @@ func (t *tx) lockRequest(r txn.Ref, tl *store.TableLayout, addr uint64) LockRequ
 	return LockRequest{Ref: r, KeyGroup: t.c.e.kg(r), Table: tl, SlotAddr: addr, Tag: t.tag, TxnID: t.id}
 }
 
+// suspect hands the redo log a lock word that refused this transaction if
+// no live transaction can be using it past RepairAfter: a CAS tag (unique
+// to one attempt), or a held owner sentinel of a retired activation.
+func (t *tx) suspect(tl *store.TableLayout, addr, w uint64, retired bool) {
+	l := t.c.e.redo
+	if l == nil || w == 0 || tl == nil {
+		return
+	}
+	if store.IsCASTag(w) || (retired && store.IsOwnerSentinel(w) && store.SentinelHeld(w)) {
+		l.Suspect(tl.Table.ID, addr, w, time.Now())
+	}
+}
+
 // acquire runs the locker and accounts for its results. Granted locks and
 // unknown outcomes are remembered for release; any refusal is a conflict.
 func (t *tx) acquire(reqs []LockRequest, res []LockResult) error {
@@ -470,10 +484,12 @@ func (t *tx) acquire(reqs []LockRequest, res []LockResult) error {
 			failure = fmt.Errorf("lock of %v: %w", reqs[k].Ref, rdma.ErrConnectionLost)
 		case LockRedirect:
 			t.cnt.Redirects++
+			t.suspect(reqs[k].Table, reqs[k].SlotAddr, res[k].LockWord, res[k].Retired)
 			if failure == nil {
 				failure = conflict("%v is owned by another node (lock word %#x)", reqs[k].Ref, res[k].LockWord)
 			}
 		default:
+			t.suspect(reqs[k].Table, reqs[k].SlotAddr, res[k].LockWord, res[k].Retired)
 			if failure == nil {
 				failure = conflict("%v locked by another transaction", reqs[k].Ref)
 			}

@@ -93,6 +93,11 @@ type LockResult struct {
 	ClearWhenEmpty bool
 	// LockWord is the lock word found when the lock was refused.
 	LockWord uint64
+	// Retired says, of a refusal by a held owner sentinel, that the
+	// sentinel's activation is retired (the locker's map proves that it
+	// grants no more): the word may be a dead holder's, and the engine
+	// watches it (RedoLog.Suspect).
+	Retired bool
 	// CAS and CASFailed count the memory-node atomics this request issued.
 	CAS, CASFailed uint8
 }

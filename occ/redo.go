@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"hash/crc32"
 	"strings"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/aura-runtime/aura/rdma"
 	"github.com/aura-runtime/aura/store"
@@ -22,8 +24,9 @@ import (
 //
 //	[0:8)   state: redoRunning while an incarnation runs, 0 after a clean close
 //	[8:16)  reserved
-//	slot i at redoHeader + i·bytes (2·slots of them: one per coordinator,
-//	and as many spares for coordinators that gave up a write-back):
+//	record slot i at redoHeader + i·bytes, 2·slots+1 of them: one per
+//	coordinator, as many spares for coordinators that gave up a
+//	write-back, and the repair slot (see repairer):
 //	  [0:8)   the attempt's CAS tag (store.CASTag)
 //	  [8:12)  payload length n
 //	  [12:16) CRC-32C of the tag, the length and the payload
@@ -60,6 +63,12 @@ type RedoConfig struct {
 	// written record plus its value). Default 256 KiB: a TPC-C delivery
 	// writes about 130 records, some 20 KiB.
 	RecordBytes int
+	// RepairAfter is how long a suspect lock word (RedoLog.Suspect) must
+	// stay in place before Sweep ends it: longer than any transaction
+	// attempt can hold a lock (its request timeout plus CleanupTimeout),
+	// with a margin. Default 30 s (twice a compute node's 10 s request
+	// timeout plus occ's 5 s CleanupTimeout).
+	RepairAfter time.Duration
 }
 
 // Validate reports every problem with the config at once.
@@ -74,11 +83,17 @@ func (c RedoConfig) Validate() error {
 	if c.RecordBytes < 1024 || c.RecordBytes > MaxRedoRecordBytes || c.RecordBytes%8 != 0 {
 		errs = append(errs, fmt.Errorf("occ: redo RecordBytes %d, want a multiple of 8 in [1024, %d]", c.RecordBytes, MaxRedoRecordBytes))
 	}
+	if c.RepairAfter <= 0 {
+		errs = append(errs, fmt.Errorf("occ: redo RepairAfter %v must be positive", c.RepairAfter))
+	}
 	return errors.Join(errs...)
 }
 
 // DefaultRedoRecordBytes is RedoConfig.RecordBytes's default.
 const DefaultRedoRecordBytes = 256 << 10
+
+// DefaultRepairAfter is RedoConfig.RepairAfter's default.
+const DefaultRepairAfter = 30 * time.Second
 
 // RedoLog is a node's redo region: each coordinator writes its committing
 // transaction's record there before any of the write-back.
@@ -88,6 +103,13 @@ type RedoLog struct {
 	next   atomic.Int32
 	// abandoned counts finishes given up: their locks may be held.
 	abandoned atomic.Int32
+	dev       rdma.Device
+	// repairMu serialises repairs: one repair slot.
+	repairMu sync.Mutex
+
+	suspectMu   sync.Mutex
+	suspects    map[slotRef]suspect // at most maxSuspects
+	repairStats RepairStats
 }
 
 // Recovery reports what OpenRedoLog did to the previous incarnation's
@@ -105,8 +127,14 @@ type Recovery struct {
 }
 
 func redoRegionName(cfg RedoConfig) string {
-	return fmt.Sprintf("%s%d/%dx%d", redoRegionPrefix, cfg.Node, 2*cfg.Slots, cfg.RecordBytes)
+	return fmt.Sprintf("%s%d/%dx%d", redoRegionPrefix, cfg.Node, cfg.records(), cfg.RecordBytes)
 }
+
+// records is the number of record slots of the region.
+func (c RedoConfig) records() int { return 2*c.Slots + 1 }
+
+// repairSlot is the index of the region's repair slot.
+func (c RedoConfig) repairSlot() int { return 2 * c.Slots }
 
 // OpenRedoLog recovers the locks that an earlier incarnation of node
 // cfg.Node left held (from any of its redo regions that is not marked
@@ -142,26 +170,27 @@ func OpenRedoLog(ctx context.Context, dev rdma.Device, layout *store.Layout, cfg
 			logs = append(logs, r)
 		}
 	}
-	if len(logs) > 0 {
-		if rec, err = recoverLocks(ctx, qp, layout, cfg.Node, logs); err != nil {
-			return nil, rec, err
-		}
-		for _, r := range logs {
-			if err := execOne(ctx, qp, rdma.WorkRequest{Op: rdma.OpWrite, RKey: r.RKey, RemoteAddr: r.Addr, Local: make([]byte, 8)}); err != nil {
-				return nil, rec, err
-			}
-		}
-	}
-	size := uint64(redoHeader + 2*cfg.Slots*cfg.RecordBytes)
+	size := uint64(redoHeader + cfg.records()*cfg.RecordBytes)
 	r, err := dev.RegisterRegion(ctx, redoRegionName(cfg), size)
 	if err != nil {
 		return nil, rec, err
+	}
+	l := &RedoLog{cfg: cfg, region: r, dev: dev}
+	if len(logs) > 0 {
+		if rec, err = recoverLocks(ctx, qp, layout, l.repairer(qp), logs); err != nil {
+			return nil, rec, err
+		}
+		for _, old := range logs {
+			if err := execOne(ctx, qp, rdma.WorkRequest{Op: rdma.OpWrite, RKey: old.RKey, RemoteAddr: old.Addr, Local: make([]byte, 8)}); err != nil {
+				return nil, rec, err
+			}
+		}
 	}
 	// Records left by an earlier incarnation must not outlive it: this one
 	// numbers its transactions from 1 again, so an old record could carry
 	// the tag of a new lock. Clearing its tag invalidates a record.
 	wrs := []rdma.WorkRequest{}
-	for i := range 2 * cfg.Slots {
+	for i := range cfg.records() {
 		wrs = append(wrs, rdma.WorkRequest{Op: rdma.OpWrite, RKey: r.RKey, RemoteAddr: r.Addr + uint64(redoHeader+i*cfg.RecordBytes), Local: make([]byte, 8)})
 	}
 	wrs = append(wrs, rdma.WorkRequest{Op: rdma.OpWrite, RKey: r.RKey, RemoteAddr: r.Addr, Local: binary.LittleEndian.AppendUint64(nil, redoRunning)})
@@ -176,7 +205,7 @@ func OpenRedoLog(ctx context.Context, dev rdma.Device, layout *store.Layout, cfg
 		}
 		wrs = wrs[n:]
 	}
-	return &RedoLog{cfg: cfg, region: r}, rec, nil
+	return l, rec, nil
 }
 
 // Close marks the log closed, so the next incarnation skips the scan,
@@ -317,30 +346,34 @@ type redoKey struct {
 	tag   uint64
 }
 
-// recoverLocks scans every table for CAS tags of node and ends each held
-// lock as its transaction ended: a lock of a logged (committed) transaction
-// gets its record's value, meta and release word; any other is released
-// untouched (its transaction never reached its write-back).
-func recoverLocks(ctx context.Context, qp rdma.QueuePair, layout *store.Layout, node uint32, logs []rdma.Region) (Recovery, error) {
+// recoverLocks ends the locks an earlier incarnation of the repairer's
+// node left held. It reads that incarnation's records, then:
+//
+//   - scans every table for CAS tags of the node: a word whose (slot, tag)
+//     a record names is ended with the record (its transaction committed:
+//     a record is written only after validation); any other is released
+//     untouched (its transaction never began its write-back);
+//   - for every record entry whose slot is still locked by a held owner
+//     sentinel at the version just before the entry's: the entry's
+//     transaction committed and did not write that slot yet, and it is the
+//     slot's holder (no one else can have locked the slot at that version
+//     since), so the slot is ended with the entry.
+//
+// With no logs (a test's recovery without records) every tag is released.
+func recoverLocks(ctx context.Context, qp rdma.QueuePair, layout *store.Layout, rp *repairer, logs []rdma.Region) (Recovery, error) {
 	rec := Recovery{Scanned: true}
 	logged := map[redoKey]redoEntry{}
 	for _, r := range logs {
-		var slots, bytes int
-		if _, err := fmt.Sscanf(r.Name[strings.LastIndexByte(r.Name, '/')+1:], "%dx%d", &slots, &bytes); err != nil || bytes <= 0 ||
-			uint64(redoHeader+slots*bytes) != r.Length {
-			return rec, fmt.Errorf("%w: region %q: name does not give its record layout", ErrRedo, r.Name)
+		recs, err := readRecords(ctx, qp, layout, r)
+		if err != nil {
+			return rec, err
 		}
-		for i := range slots {
-			buf := make([]byte, bytes)
-			if err := execOne(ctx, qp, rdma.WorkRequest{Op: rdma.OpRead, RKey: r.RKey, RemoteAddr: r.Addr + uint64(redoHeader+i*bytes), Local: buf}); err != nil {
-				return rec, err
-			}
-			tag, entries, ok := decodeRedo(buf, layout)
-			if !ok || !store.IsCASTag(tag) || store.TagNode(tag) != node {
+		for _, rr := range recs {
+			if !store.IsCASTag(rr.tag) || store.TagNode(rr.tag) != rp.node {
 				continue
 			}
-			for _, e := range entries {
-				logged[redoKey{e.table, e.addr, tag}] = e
+			for _, e := range rr.entries {
+				logged[redoKey{e.table, e.addr, rr.tag}] = e
 			}
 		}
 	}
@@ -361,33 +394,169 @@ func recoverLocks(ctx context.Context, qp rdma.QueuePair, layout *store.Layout, 
 			for off := uint64(0); off+tl.SlotSize <= uint64(len(chunk)); off += tl.SlotSize {
 				rec.Slots++
 				w := binary.LittleEndian.Uint64(chunk[off+store.LockOffset:])
-				if !store.IsCASTag(w) || store.TagNode(w) != node {
+				if !store.IsCASTag(w) || store.TagNode(w) != rp.node {
 					continue
 				}
 				addr := tl.BucketAddr(b) + off
-				var wrs []rdma.WorkRequest
-				release := uint64(0)
-				if e, ok := logged[redoKey{t.ID, addr, w}]; ok {
-					body := binary.LittleEndian.AppendUint64(nil, e.key)
-					body = append(body, e.value...)
-					wrs = append(wrs,
-						rdma.WorkRequest{Op: rdma.OpWrite, RKey: tl.Region.RKey, RemoteAddr: addr + store.KeyOffset, Local: body},
-						rdma.WorkRequest{Op: rdma.OpWrite, RKey: tl.Region.RKey, RemoteAddr: addr + store.MetaOffset, Local: binary.LittleEndian.AppendUint64(nil, uint64(e.meta))})
-					release = e.release
-					rec.Redone++
-				} else {
-					rec.Released++
+				var e *redoEntry
+				if le, ok := logged[redoKey{t.ID, addr, w}]; ok {
+					e = &le
 				}
-				wrs = append(wrs, rdma.WorkRequest{Op: rdma.OpCompareAndSwap, RKey: tl.Region.RKey, RemoteAddr: addr + store.LockOffset, Compare: w, Swap: release})
-				cs, err := rdma.Exec(ctx, qp, wrs...)
-				if err == nil {
-					err = rdma.FirstError(cs)
-				}
+				ended, err := rp.end(ctx, tl, addr, w, e)
 				if err != nil {
 					return rec, err
+				}
+				switch {
+				case ended && e != nil:
+					rec.Redone++
+				case ended:
+					rec.Released++
 				}
 			}
 		}
 	}
+	for k, e := range logged {
+		tl, err := layout.Table(k.table)
+		if err != nil {
+			return rec, err
+		}
+		meta, w, err := readHeader(ctx, qp, tl, k.addr)
+		if err != nil {
+			return rec, err
+		}
+		if !store.IsOwnerSentinel(w) || !store.SentinelHeld(w) || meta.Version()+1 != e.meta.Version() {
+			continue
+		}
+		if ended, err := rp.end(ctx, tl, k.addr, w, &e); err != nil {
+			return rec, err
+		} else if ended {
+			rec.Redone++
+		}
+	}
 	return rec, nil
+}
+
+// readHeader reads a slot's meta and lock word.
+func readHeader(ctx context.Context, qp rdma.QueuePair, tl *store.TableLayout, addr uint64) (store.Meta, uint64, error) {
+	b := make([]byte, 16)
+	if err := execOne(ctx, qp, rdma.WorkRequest{Op: rdma.OpRead, RKey: tl.Region.RKey, RemoteAddr: addr + store.MetaOffset, Local: b}); err != nil {
+		return 0, 0, err
+	}
+	return store.Meta(binary.LittleEndian.Uint64(b)), binary.LittleEndian.Uint64(b[8:]), nil
+}
+
+type record struct {
+	tag     uint64
+	entries []redoEntry
+}
+
+// readRecords reads the valid records of a redo region (its name gives
+// its record layout): every slot's header first, then the payloads.
+func readRecords(ctx context.Context, qp rdma.QueuePair, layout *store.Layout, r rdma.Region) ([]record, error) {
+	var slots, bytes int
+	if _, err := fmt.Sscanf(r.Name[strings.LastIndexByte(r.Name, '/')+1:], "%dx%d", &slots, &bytes); err != nil ||
+		slots <= 0 || bytes < redoRecordHeader || uint64(redoHeader+slots*bytes) != r.Length {
+		return nil, fmt.Errorf("%w: region %q: name does not give its record layout", ErrRedo, r.Name)
+	}
+	var out []record
+	for first := 0; first < slots; first += rdma.MaxBatch {
+		n := min(rdma.MaxBatch, slots-first)
+		wrs := make([]rdma.WorkRequest, n)
+		for i := range n {
+			wrs[i] = rdma.WorkRequest{Op: rdma.OpRead, RKey: r.RKey, RemoteAddr: r.Addr + uint64(redoHeader+(first+i)*bytes), Local: make([]byte, redoRecordHeader)}
+		}
+		cs, err := rdma.Exec(ctx, qp, wrs...)
+		if err == nil {
+			err = rdma.FirstError(cs)
+		}
+		if err != nil {
+			return nil, err
+		}
+		for i, wr := range wrs {
+			tag, n := binary.LittleEndian.Uint64(wr.Local), int(binary.LittleEndian.Uint32(wr.Local[8:]))
+			if tag == 0 || n > bytes-redoRecordHeader {
+				continue
+			}
+			buf := make([]byte, redoRecordHeader+n)
+			if err := execOne(ctx, qp, rdma.WorkRequest{Op: rdma.OpRead, RKey: r.RKey, RemoteAddr: r.Addr + uint64(redoHeader+(first+i)*bytes), Local: buf}); err != nil {
+				return nil, err
+			}
+			if tag, entries, ok := decodeRedo(buf, layout); ok {
+				out = append(out, record{tag, entries})
+			}
+		}
+	}
+	return out, nil
+}
+
+// repairer ends locks whose holder is gone, one at a time, through its
+// node's repair slot. Ending a lock with a record entry takes it first:
+// the entry is written to the repair slot under the node's repair tag
+// (store.CASTag(node, 0): transactions number from 1) and the word is
+// CASed from the dead holder's to that tag, in one doorbell; only then
+// are the key, value, meta and release word written. So two repairers
+// (or a repairer and a recovery) never both write a slot: the CAS admits
+// one, and a write that lands after a release cannot happen. If the
+// repairer dies in between, the word holds its node's repair tag and the
+// repair slot the entry: its next incarnation's recovery finishes it like
+// any other tag of its number. A lock with no entry is released by one CAS
+// from the dead holder's word.
+type repairer struct {
+	qp     rdma.QueuePair
+	node   uint32
+	region rdma.Region
+	slot   uint64 // the repair slot's address
+	bytes  int
+}
+
+func (l *RedoLog) repairer(qp rdma.QueuePair) *repairer {
+	return &repairer{qp: qp, node: l.cfg.Node, region: l.region,
+		slot: l.region.Addr + uint64(redoHeader+l.cfg.repairSlot()*l.cfg.RecordBytes), bytes: l.cfg.RecordBytes}
+}
+
+// end ends the lock of slot addr, whose word is w, with entry e (nil:
+// released untouched, to 0 for a CAS tag, to the free sentinel for a held
+// one). ended is false when the word was no longer w.
+func (rp *repairer) end(ctx context.Context, tl *store.TableLayout, addr, w uint64, e *redoEntry) (ended bool, err error) {
+	cas := func(from, to uint64) (bool, error) {
+		cs, err := rdma.Exec(ctx, rp.qp, rdma.WorkRequest{Op: rdma.OpCompareAndSwap, RKey: tl.Region.RKey, RemoteAddr: addr + store.LockOffset, Compare: from, Swap: to})
+		if err == nil {
+			err = rdma.FirstError(cs)
+		}
+		return err == nil && cs[0].Value == from, err
+	}
+	if e == nil {
+		free := uint64(0)
+		if store.IsOwnerSentinel(w) {
+			free = store.FreeSentinel(w)
+		}
+		return cas(w, free)
+	}
+	tag := store.CASTag(rp.node, 0)
+	rec, err := encodeRedo(tag, []redoEntry{*e}, rp.bytes)
+	if err != nil {
+		return false, err
+	}
+	cs, err := rdma.Exec(ctx, rp.qp,
+		rdma.WorkRequest{Op: rdma.OpWrite, RKey: rp.region.RKey, RemoteAddr: rp.slot, Local: rec},
+		rdma.WorkRequest{Op: rdma.OpCompareAndSwap, RKey: tl.Region.RKey, RemoteAddr: addr + store.LockOffset, Compare: w, Swap: tag})
+	if err == nil {
+		err = rdma.FirstError(cs)
+	}
+	if err != nil {
+		return false, err
+	}
+	if cs[1].Value != w {
+		return false, nil
+	}
+	body := binary.LittleEndian.AppendUint64(nil, e.key)
+	body = append(body, e.value...)
+	cs, err = rdma.Exec(ctx, rp.qp,
+		rdma.WorkRequest{Op: rdma.OpWrite, RKey: tl.Region.RKey, RemoteAddr: addr + store.KeyOffset, Local: body},
+		rdma.WorkRequest{Op: rdma.OpWrite, RKey: tl.Region.RKey, RemoteAddr: addr + store.MetaOffset, Local: binary.LittleEndian.AppendUint64(nil, uint64(e.meta))},
+		rdma.WorkRequest{Op: rdma.OpWrite, RKey: tl.Region.RKey, RemoteAddr: addr + store.LockOffset, Local: binary.LittleEndian.AppendUint64(nil, e.release)})
+	if err == nil {
+		err = rdma.FirstError(cs)
+	}
+	return err == nil, err
 }

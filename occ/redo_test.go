@@ -19,6 +19,16 @@ import (
 
 const redoNode = 5
 
+func testRedoConfig(slots int) RedoConfig {
+	return RedoConfig{Node: redoNode, Slots: slots, RecordBytes: 4096, RepairAfter: time.Second}
+}
+
+// crashOpts vary a crashNode: its number, and its lock path.
+type crashOpts struct {
+	node   uint32                         // default redoNode
+	locker func(qp rdma.QueuePair) Locker // default memory-node CAS
+}
+
 // crashNode is one incarnation of a compute node on a shared memory node:
 // its device stops delivering anything (as if the process died) once
 // crash() is called or its work-request count reaches crashAt.
@@ -32,6 +42,17 @@ type crashNode struct {
 
 func newCrashNode(t *testing.T, mem *rdma.MemDevice, layout *store.Layout, slots int, crashAt uint64) (*crashNode, Recovery) {
 	t.Helper()
+	return newCrashNodeWith(t, mem, layout, slots, crashAt, crashOpts{})
+}
+
+func newCrashNodeWith(t *testing.T, mem *rdma.MemDevice, layout *store.Layout, slots int, crashAt uint64, o crashOpts) (*crashNode, Recovery) {
+	t.Helper()
+	if o.node == 0 {
+		o.node = redoNode
+	}
+	if o.locker == nil {
+		o.locker = func(qp rdma.QueuePair) Locker { return NewCASLocker(qp) }
+	}
 	n := &crashNode{}
 	n.crashAt.Store(crashAt)
 	n.dev = faulty.Wrap(mem, faulty.InjectorFunc(func(ev faulty.Event) faulty.Fault {
@@ -48,20 +69,22 @@ func newCrashNode(t *testing.T, mem *rdma.MemDevice, layout *store.Layout, slots
 	}))
 	t.Cleanup(func() { n.dev.Close() })
 	cfg := DefaultConfig()
-	cfg.Node = redoNode
+	cfg.Node = o.node
 	cfg.CleanupTimeout, cfg.CleanupBackoff = 20*time.Millisecond, time.Millisecond
 	e, err := NewEngine(layout, func() Locker {
 		qp, err := n.dev.CreateQP(rdma.QPConfig{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return NewCASLocker(qp)
+		return o.locker(qp)
 	}, nil, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var rec Recovery
-	n.log, rec, err = OpenRedoLog(context.Background(), mem, layout, RedoConfig{Node: redoNode, Slots: slots, RecordBytes: 4096})
+	rc := testRedoConfig(slots)
+	rc.Node = o.node
+	n.log, rec, err = OpenRedoLog(context.Background(), mem, layout, rc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +212,7 @@ func TestRedoRecoversEveryCrashPoint(t *testing.T) {
 			var rec Recovery
 			if useLog {
 				var err error
-				if _, rec, err = OpenRedoLog(context.Background(), mem, layout, RedoConfig{Node: redoNode, Slots: 1, RecordBytes: 4096}); err != nil {
+				if _, rec, err = OpenRedoLog(context.Background(), mem, layout, testRedoConfig(1)); err != nil {
 					t.Fatal(err)
 				}
 			} else {
@@ -197,7 +220,8 @@ func TestRedoRecoversEveryCrashPoint(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if rec, err = recoverLocks(context.Background(), qp, layout, redoNode, nil); err != nil {
+				rp := &repairer{qp: qp, node: redoNode}
+				if rec, err = recoverLocks(context.Background(), qp, layout, rp, nil); err != nil {
 					t.Fatal(err)
 				}
 				qp.Close()

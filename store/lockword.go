@@ -44,5 +44,8 @@ const sentinelHeld = uint64(1) << 62
 // SentinelHeld reports whether an owner sentinel marks the record as locked.
 func SentinelHeld(w uint64) bool { return w&sentinelHeld != 0 }
 
+// FreeSentinel returns the free version of owner sentinel w.
+func FreeSentinel(w uint64) uint64 { return w &^ sentinelHeld }
+
 // IsFreeSentinel reports whether w is an owner sentinel that is not held.
 func IsFreeSentinel(w uint64) bool { return IsOwnerSentinel(w) && !SentinelHeld(w) }

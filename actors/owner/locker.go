@@ -663,6 +663,7 @@ func (l *Locker) lockWords(ctx context.Context, reqs []occ.LockRequest, res []oc
 					}
 				default: // a CAS tag or a held sentinel: locked by another path or owner
 					out.Status, out.LockWord = occ.LockConflict, v
+					out.Retired = l.heldRetired(v, g.route, g.epoch)
 					undo = append(undo, g)
 				}
 			}
@@ -712,6 +713,19 @@ func (l *Locker) retired(w uint64, r Route, e uint64) (ok bool, atLeast uint64) 
 		return false, we
 	}
 	return true, 0
+}
+
+// heldRetired reports whether w is a held owner sentinel H(c',e') whose
+// activation is retired for a lock of route r at epoch e (see retired):
+// it grants no more, so whoever holds w got it before the retirement, and
+// a word still in place a transaction's lifetime later is a dead holder's
+// (occ.LockResult.Retired; the engine's redo log repairs it).
+func (l *Locker) heldRetired(w uint64, r Route, e uint64) bool {
+	if !store.IsOwnerSentinel(w) || !store.SentinelHeld(w) {
+		return false
+	}
+	ok, _ := l.retired(store.FreeSentinel(w), r, e)
+	return ok
 }
 
 // takeable reports whether grant g may take over, by CAS, the free sentinel
@@ -883,6 +897,7 @@ func (l *Locker) acquireFallback(ctx context.Context, reqs []occ.LockRequest, re
 		var refresh uint64
 		for j, i := range viaFB {
 			res[i] = subRes[j]
+			res[i].Retired = l.heldRetired(subRes[j].LockWord, Route{}, 0)
 			if w := subRes[j].LockWord; subRes[j].Status == occ.LockRedirect && store.IsFreeSentinel(w) {
 				ok, atLeast := l.retired(w, Route{}, 0)
 				if ok {
