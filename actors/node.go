@@ -304,12 +304,53 @@ func (n *Node) sweep(layout *store.Layout, repairAfter time.Duration) {
 			if err != nil {
 				n.log.Warn("repair sweep", "node", n.cfg.Name, "err", err)
 			}
+			if n.own != nil {
+				ctx, cancel := context.WithTimeout(context.Background(), n.cfg.RequestTimeout)
+				ost, err := n.expireGrants(ctx, layout, repairAfter)
+				cancel()
+				if err != nil {
+					n.log.Warn("repair of stale owner-table grants", "node", n.cfg.Name, "err", err)
+				}
+				st.Redone, st.Released, st.Moot = st.Redone+ost.Redone, st.Released+ost.Released, st.Moot+ost.Moot
+			}
 			if st.Redone+st.Released > 0 {
 				n.log.Warn("repaired lock words left held by gone holders", "node", n.cfg.Name,
 					"redone", st.Redone, "released", st.Released, "moot", st.Moot)
 			}
 		}
 	}
+}
+
+// maxExpiredPerSweep bounds the stale grants one sweep ends (the rest wait
+// for the next sweep).
+const maxExpiredPerSweep = 256
+
+// expireGrants ends the grants of this node's owner table held longer than
+// repairAfter — longer than any transaction attempt can hold a lock, so
+// their holder is gone (a grantee that crashed before its unlock reached
+// this node, or a lock whose outcome was left unknown): it ends the held
+// sentinel the holder may have left on the memory node (finished from the
+// holder's redo record if its transaction committed, else released; the
+// grant keeps every other grantee off the slot meanwhile) and then
+// releases the grant, unmarking the slot unless its word is the cohort's
+// free sentinel.
+func (n *Node) expireGrants(ctx context.Context, layout *store.Layout, repairAfter time.Duration) (occ.RepairStats, error) {
+	var total occ.RepairStats
+	for _, s := range n.own.svc.StaleLocks(repairAfter.Microseconds(), maxExpiredPerSweep) {
+		st, word, err := n.redo.EndHeld(ctx, layout, s.Key.Table, s.Key.Key, owner.Sentinel(s.Cohort, s.Epoch, true))
+		if err != nil {
+			return total, err
+		}
+		total.Redone, total.Released, total.Moot = total.Redone+st.Redone, total.Released+st.Released, total.Moot+st.Moot
+		req := owner.ReleaseRequest{Cohort: s.Cohort, Epoch: s.Epoch, Holder: s.Holder, Keys: []owner.Key{s.Key}}
+		if word != owner.Sentinel(s.Cohort, s.Epoch, false) {
+			req.Cleared = req.Keys
+		}
+		if _, err := n.own.svc.Release(req); err != nil {
+			return total, err
+		}
+	}
+	return total, nil
 }
 
 // RepairStats returns what the node's repair sweep did so far (zero

@@ -5,11 +5,14 @@ import (
 	"encoding/binary"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/aura-runtime/aura/actors/owner"
+	"github.com/aura-runtime/aura/control"
 	"github.com/aura-runtime/aura/messages"
 	"github.com/aura-runtime/aura/rdma"
 	"github.com/aura-runtime/aura/rdma/faulty"
@@ -154,4 +157,134 @@ func heldAccounts(t *testing.T, layout *store.Layout, dev rdma.Device) []string 
 		}
 	}
 	return held
+}
+
+// TestNodeExpiresStaleGrants: a grantee on another node took a lock of
+// this node's cohort (the grant in the table, its held sentinel on the
+// memory node) and died before it unlocked. Once the grant is older than
+// any attempt can live (RepairAfter: 2·(RequestTimeout + CleanupTimeout)),
+// the owner's sweep ends the word (no record: released to the cohort's
+// free sentinel) and drops the grant, and the account is usable again.
+func TestNodeExpiresStaleGrants(t *testing.T) {
+	ctx := context.Background()
+	cfg := bank.DefaultConfig()
+	cfg.Accounts = 16
+	wl, err := bank.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem, base, layout := loadedMemory(t, wl, 64<<20)
+	dev, err := rdma.NewMemDevice(mem, rdma.MemConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	nc := DefaultNodeConfig("cn-1")
+	nc.ID, nc.Coordinators, nc.Logger = 1, 2, slog.New(slog.DiscardHandler)
+	nc.RequestTimeout = 150 * time.Millisecond
+	nc.Engine.CleanupTimeout, nc.Engine.CleanupBackoff = 50*time.Millisecond, time.Millisecond
+	nc.Ownership = &OwnershipConfig{Names: []string{"cn-1"}}
+	n, err := NewNode(nc, dev, layout, wl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	var kgs []control.KeyGroup
+	for a := range uint64(cfg.Accounts) {
+		kgs = append(kgs, control.KeyGroup(wl.Rule().KeyGroup(bank.Ref(a))))
+	}
+	slices.Sort(kgs)
+	kgs = slices.Compact(kgs)
+	const cohort = control.CohortID(4)
+	n.own.mu.Lock()
+	err = n.own.install(&control.OwnerMap{Epoch: 1, Cohorts: []control.Placement{{Cohort: control.Cohort{ID: cohort, KeyGroups: kgs}, Owner: 0}}})
+	n.own.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The dead grantee's lock on account 5: the grant, then its CAS.
+	tl, _ := layout.Table(bank.AccountTable)
+	addr := slotOf(t, layout, base, 5)
+	rep := n.own.svc.HandleLock(&messages.LockRequest{TxnId: 77, CohortId: uint64(cohort), Epoch: 1,
+		Records: []*messages.RecordRef{{Table: uint32(bank.AccountTable), Key: addr}}, Requester: "cn-9", RequestId: 1})
+	if rep.GetStatus() != messages.LockStatus_LOCK_STATUS_OK {
+		t.Fatalf("grant to the soon-dead grantee: %v %s", rep.GetStatus(), rep.GetError())
+	}
+	qp, err := base.CreateQP(rdma.QPConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer qp.Close()
+	held := owner.Sentinel(cohort, 1, true)
+	cs, err := rdma.Exec(ctx, qp, rdma.WorkRequest{Op: rdma.OpWrite, RKey: tl.Region.RKey, RemoteAddr: addr + store.LockOffset,
+		Local: binary.LittleEndian.AppendUint64(nil, held)})
+	if err != nil || rdma.FirstError(cs) != nil {
+		t.Fatal(err, rdma.FirstError(cs))
+	}
+
+	transfer := func(id uint64) *messages.TxnResult {
+		res, err := n.Submit(ctx, &messages.TxnSubmit{TxnId: id, Client: "c",
+			Body: &messages.TxnSubmit_BankTransfer{BankTransfer: &messages.BankTransfer{FromAccount: 5, ToAccount: 6, AmountCents: 1}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	if res := transfer(1); res.GetOutcome() == messages.TxnOutcome_TXN_OUTCOME_COMMITTED {
+		t.Fatal("a transfer committed over the dead grantee's lock")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var locks int
+		_ = n.own.svc.Do(func(t *owner.Table) error { locks = t.Locks(); return nil })
+		if w := heldAccounts(t, layout, base); len(w) == 0 && locks == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("5 s later: %d grants in the table, words %v (repair stats %+v)", locks, heldAccounts(t, layout, base), n.RepairStats())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if st := n.RepairStats(); st.Released != 1 {
+		t.Errorf("repair stats %+v, want one release", st)
+	}
+	committed := false
+	for id := uint64(2); id < 50 && !committed; id++ {
+		committed = transfer(id).GetOutcome() == messages.TxnOutcome_TXN_OUTCOME_COMMITTED
+	}
+	if !committed {
+		t.Fatal("account 5 still unusable after the repair")
+	}
+	for _, r := range wl.Check(ctx, store.NewSnapshot(layout, base)) {
+		if r.Err != nil {
+			t.Fatalf("%s: %v", r.Name, r.Err)
+		}
+	}
+}
+
+// slotOf finds the slot address of an account.
+func slotOf(t *testing.T, layout *store.Layout, dev rdma.Device, account uint64) uint64 {
+	t.Helper()
+	tl, err := layout.Table(bank.AccountTable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	qp, err := dev.CreateQP(rdma.QPConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer qp.Close()
+	buf := make([]byte, tl.Buckets*tl.BucketSize)
+	cs, err := rdma.Exec(context.Background(), qp, rdma.WorkRequest{Op: rdma.OpRead, RKey: tl.Region.RKey, RemoteAddr: tl.Region.Addr, Local: buf})
+	if err != nil || rdma.FirstError(cs) != nil {
+		t.Fatal(err, rdma.FirstError(cs))
+	}
+	for off := uint64(0); off < uint64(len(buf)); off += tl.SlotSize {
+		if s := tl.DecodeSlot(buf[off:]); s.Meta.Present() && s.Key == account {
+			return tl.Region.Addr + off
+		}
+	}
+	t.Fatalf("account %d not found", account)
+	return 0
 }

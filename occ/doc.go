@@ -87,49 +87,84 @@
 //
 // # Crash recovery
 //
-// A compute node that dies leaves the memory-node CAS locks of its
-// transactions in flight held (their word is its tag, store.CASTag(node,
-// seq)), and a transaction that died in its write-back may have written
-// some of its records and not others; the held words are what keeps
-// readers off that half-applied commit, so they cannot simply be cleared.
-// With a redo log (OpenRedoLog, Engine.UseRedoLog; compute nodes keep one)
-// every commit that writes first writes a record — its tag and, for each
-// record it writes, the slot, the new meta, the release word, the key and
-// the value — into its coordinator's slot of the node's region
-// ("txn/redo/<node>/…", CRC-32C-checked), as the first work request of its
-// write-back doorbell: the memory node runs a prefix of a doorbell, so if
-// any of the write-back ran, the whole record is there. It costs one WRITE
-// per writing transaction, in a doorbell it posts anyway: no round trip, no
-// atomic.
+// A transaction whose node dies (or whose write-back gives up) leaves its
+// lock words held: memory-node CAS tags (store.CASTag(node, seq)) and held
+// owner sentinels. It may also have written some of its records and not
+// others; the held words are what keeps readers off that half-applied
+// commit, so they cannot simply be cleared. A redo log (OpenRedoLog,
+// Engine.UseRedoLog; compute nodes keep one) makes every lock endable as
+// its transaction ended.
 //
-// The node's next incarnation (same node number) calls OpenRedoLog before
-// it runs any transaction. If the previous incarnation did not close its
-// log cleanly, it reads the log's records and scans every table for lock
-// words holding a CAS tag of its number — all the previous incarnation's,
-// since none of its own exists yet — and ends each as its transaction
-// ended: a word whose (slot, tag) a record names gets the record's key,
-// value and meta, then its release word by CAS from the tag (the
-// transaction committed: the record is written only after validation);
-// any other is released untouched by CAS(tag → 0) (its transaction never
-// began its write-back, so it wrote nothing). Then it invalidates the old
-// records (this incarnation numbers its transactions from 1 again) and
-// marks its log running; Close marks it closed unless a write-back was
-// given up. A coordinator whose write-back gives up (the memory node
-// unreachable past CleanupTimeout) leaves its record in place for that
-// recovery and moves to a spare slot (the region has twice as many slots
-// as coordinators; with none left it refuses to commit writes, ErrRedo).
-// The scan reads every slot: about 5 s for the default TPC-C (87 M slots)
-// on the in-process memory node.
+// Records. Every commit that writes first writes a record — its tag and,
+// for each record it writes, the slot, the new meta, the release word, the
+// key and the value — into its coordinator's slot of the node's region
+// ("txn/redo/<node>/<slots>x<bytes>", CRC-32C-checked), as the first work
+// request of its write-back doorbell. The memory node runs a prefix of a
+// doorbell, so if any of the write-back ran, the whole record is there; a
+// record is written only after validation, so a record means a commit. It
+// costs one WRITE per writing transaction, in a doorbell posted anyway: no
+// round trip, no atomic. A coordinator whose write-back gives up leaves
+// its record in place and moves to a spare slot (the region has twice as
+// many as coordinators; with none left it refuses to commit writes,
+// ErrRedo).
 //
-// It assumes the previous incarnation is gone: two live nodes with one
-// number would take each other's locks for a dead one's (cmd/aura gives
-// nodes distinct numbers). TestRedoRecoversEveryCrashPoint (a crash at
-// every work request of several transfers; releasing without the record
-// loses money), TestRedoRecoversConcurrentCrash (balances equal the
-// reported commits plus a subset of those in doubt, each whole),
-// TestRedoKeepsAbandonedRecord and, on a compute node,
-// actors.TestNodeRestartRecoversLocks check it. Locks held through owner
-// sentinels are not recovered here (package actors/owner, "Limits").
+// Which record ends a held slot. For a CAS tag, the record with that tag
+// naming the slot (tags are unique per attempt). For any held word, the
+// record entry whose new meta is the slot's next version: its transaction
+// locked the slot at the slot's current version and committed, and nobody
+// can have locked the slot at that version since (it still holds it), so
+// at most one such entry exists and it is the holder's. No entry: the
+// holder never began its write-back and wrote nothing; the word is
+// released untouched (to 0, or to the held sentinel's free version).
+//
+// Who ends them, and when (ending a live transaction's lock would break
+// I2, so each case needs proof that the holder is gone):
+//
+//   - The node's next incarnation, at OpenRedoLog, before it runs anything
+//     (same node number: the previous incarnation is gone). If the previous
+//     one did not close its log cleanly, it scans every table for CAS tags
+//     of its number and ends each, and ends the held owner sentinels its
+//     records name at their next version; then it invalidates the old
+//     records (it numbers its transactions from 1 again) and marks its log
+//     running. About 5 s for the default TPC-C (87 M slots) on the
+//     in-process memory node. Held sentinels of its transactions that had
+//     not committed are left to the sweep below.
+//   - Any node, on contact: a coordinator refused by a CAS tag, or by a held
+//     owner sentinel whose activation its locker's map shows retired
+//     (LockResult.Retired: it grants no more, so its holders got their
+//     grants before the retirement), reports the word (RedoLog.Suspect);
+//     Sweep ends it if it is still in place RepairAfter later — 2·(request
+//     timeout + CleanupTimeout), longer than any attempt holds a lock, so
+//     its holder is gone. A CAS tag is unique to one attempt, and a retired
+//     activation's held sentinel can no longer be re-taken, so an
+//     unchanged word is the same holder's.
+//   - The owner of a lock table, for a grant older than RepairAfter (a
+//     grantee that died before its unlock arrived): RedoLog.EndHeld, then
+//     the grant is dropped; the grant keeps every other grantee off the
+//     slot meanwhile, so the held word can only be that grantee's.
+//
+// Ending with an entry takes the word first: the entry goes to the
+// repairing node's repair slot under its repair tag (CASTag(node, 0)) and
+// the word is CASed from the holder's to that tag in one doorbell; only
+// then are the key, value, meta and release word written. Two repairers
+// (or a repairer and a recovery) therefore never both write a slot, and no
+// write lands after a release; a repairer that dies in between leaves its
+// repair tag and the entry in its repair slot, which its next incarnation
+// ends like any tag of its number.
+//
+// Limits. The log must not be shared by two live nodes with one number
+// (cmd/aura gives nodes distinct numbers). A word left by a write-back that
+// gave up while its node lives on is repaired on contact like a crashed
+// one's. A held word nobody touches stays held (the sweep is on contact,
+// not a scan of the memory node). Tests: TestRedoRecoversEveryCrashPoint
+// (a crash at every work request; releasing without records loses money),
+// TestRedoRecoversConcurrentCrash (balances are the reported commits plus a
+// subset of those in doubt, each whole), TestRedoKeepsAbandonedRecord,
+// TestRedoRecoversOwnerSentinels, TestRepairSweepDeadNode,
+// TestEndHeldFinishesCommitted, and on compute nodes
+// actors.TestNodeRestartRecoversLocks and TestNodeExpiresStaleGrants; the
+// process fault scenarios (cmd/aura, docs/faults.md) check that no lock
+// stays held after kill -9.
 //
 // # Exactly once
 //

@@ -145,7 +145,7 @@ func balancesOnMN(t *testing.T, mem *rdma.MemDevice, layout *store.Layout) (bala
 	}
 	for off := uint64(0); off < uint64(len(buf)); off += tl.SlotSize {
 		s := tl.DecodeSlot(buf[off:])
-		if s.Lock != 0 {
+		if IsLocked(s.Lock) {
 			held++
 		}
 		if s.Meta.Present() {

@@ -148,6 +148,55 @@ func (l *RedoLog) Sweep(ctx context.Context, layout *store.Layout, now time.Time
 	return st, nil
 }
 
+// EndHeld ends the lock of slot addr of table whose holder is known to be
+// gone and whose word, if the holder's lock verb applied, is w: finished
+// from its transaction's record if that committed, else released to the
+// free word. It is for the owner of a lock table whose grant outlived any
+// transaction (the grant keeps every other grantee off the slot meanwhile,
+// so w cannot be someone else's). word is the lock word the slot has
+// afterwards.
+func (l *RedoLog) EndHeld(ctx context.Context, layout *store.Layout, table txn.TableID, addr, w uint64) (st RepairStats, word uint64, err error) {
+	tl, err := layout.Table(table)
+	if err != nil {
+		return st, 0, err
+	}
+	l.repairMu.Lock()
+	defer l.repairMu.Unlock()
+	qp, err := l.dev.CreateQP(rdma.QPConfig{})
+	if err != nil {
+		return st, 0, err
+	}
+	defer qp.Close()
+	meta, cur, err := readHeader(ctx, qp, tl, addr)
+	if err != nil || cur != w {
+		st.Moot++
+		return st, cur, err
+	}
+	recs, err := l.allRecords(ctx, qp, layout)
+	if err != nil {
+		return st, cur, err
+	}
+	e := committedEntry(recs, slotRef{table, addr}, meta)
+	ended, err := l.repairer(qp).end(ctx, tl, addr, w, e)
+	switch {
+	case err != nil:
+		return st, cur, err
+	case !ended:
+		st.Moot++
+	case e != nil:
+		st.Redone++
+	default:
+		st.Released++
+	}
+	_, word, err = readHeader(ctx, qp, tl, addr)
+	l.suspectMu.Lock()
+	l.repairStats.Redone += st.Redone
+	l.repairStats.Released += st.Released
+	l.repairStats.Moot += st.Moot
+	l.suspectMu.Unlock()
+	return st, word, err
+}
+
 // allRecords reads the valid records of every node's redo region.
 func (l *RedoLog) allRecords(ctx context.Context, qp rdma.QueuePair, layout *store.Layout) ([]record, error) {
 	regions, err := l.dev.Regions(ctx)

@@ -204,3 +204,35 @@ func TestRepairSweepDeadNode(t *testing.T) {
 		t.Fatalf("total %d, %d held", total, held)
 	}
 }
+
+// TestEndHeldFinishesCommitted: node 6 holds its locks through owner
+// sentinels and dies at every work request of two transfers, never to come
+// back; the owner of those grants (node 5) ends every held word once the
+// grants are stale (RedoLog.EndHeld): committed transfers are finished from
+// node 6's records, the others released, and the total holds.
+func TestEndHeldFinishesCommitted(t *testing.T) {
+	ctx := context.Background()
+	redone := 0
+	for crashAt := uint64(3); crashAt <= 22; crashAt++ {
+		mem, layout := newBank(t)
+		dead, _ := newCrashNodeWith(t, mem, layout, 1, crashAt, crashOpts{node: 6, locker: sentinelLocking})
+		c := dead.coordinator(t)
+		for i := range 2 {
+			c.Run(ctx, uint64(i), transfer(uint64(i), uint64(i+1), 10))
+		}
+		owner, _ := newCrashNode(t, mem, layout, 1, 0)
+		for addr, w := range heldWords(t, mem, layout) {
+			st, word, err := owner.log.EndHeld(ctx, layout, accounts, addr, w)
+			if err != nil || st.Redone+st.Released != 1 || word != testFree {
+				t.Fatalf("crash at %d: EndHeld(%#x) = %+v, word %#x, %v", crashAt, addr, st, word, err)
+			}
+			redone += int(st.Redone)
+		}
+		if total, held := bankOnMN(t, mem, layout); total != 100*nAccounts || held != 0 {
+			t.Fatalf("crash at %d: total %d, %d held", crashAt, total, held)
+		}
+	}
+	if redone == 0 {
+		t.Error("no committed transfer was finished from its record")
+	}
+}

@@ -29,10 +29,11 @@
 // Reconfigure / Freeze / Fence / Thaw / Retire are package actors'; the
 // migration driver is control/transfer's TransferController, run by the
 // planner (it is what makes assumption A1 below hold), with the owner
-// leases of package actors/planner. Not written yet: a repair sweep for
-// lock words left held by crashed holders, and a lease on the table's
-// holders (owner leases bound a node's WRITEs, not how long a remote
-// holder stays in its table; see "Limits" below).
+// leases of package actors/planner. Lock words left held by gone holders
+// are ended by the engine's redo log (package occ, "Crash recovery"): this
+// package says which held sentinels belong to retired activations
+// (Locker.heldRetired, occ.LockResult.Retired), and package actors expires
+// table grants older than any transaction (Table.StaleLocks).
 //
 // # Lock words: mark once, then grant locally
 //
@@ -324,12 +325,12 @@
 //     (5 s, longer than a reconnect; H(c,e) found while it holds the table
 //     grant means its verb applied);
 //     past it the lock is reported occ.LockUnknown and the table grant is
-//     kept until the cohort is fenced. A word left H by such a lock, or by a
-//     crashed holder, stays locked until a repair sweep clears it — not
-//     written yet (the sentinel's cohort and epoch fields are there for
-//     that sweep). The MN CAS path's T words are recovered by the crashed
-//     node's next incarnation from its redo log (package occ, "Crash
-//     recovery").
+//     kept until it is older than any transaction can live; then the
+//     node's repair sweep ends its word and drops it. A word left H by a
+//     crashed holder is ended by that sweep (package occ, "Crash
+//     recovery"): on contact once its activation is retired, or by the
+//     owner when its grant is stale, or by the holder node's next
+//     incarnation if its transaction committed.
 //   - occ calls Released even when a commit's write-back gave up after its
 //     CleanupTimeout, so the table forgets a holder whose word may still be
 //     H(c,e); the slot stays marked, and the next grantee WRITEs H(c,e)
@@ -358,9 +359,9 @@
 //   - An owner RPC with no answer after NodeConfig.RPCAttempts is refused
 //     (occ.LockConflict) and its records are unlocked best effort; an unlock
 //     that cannot be delivered leaves the holder in the remote table until
-//     the cohort is fenced (counted in NodeStats.UnlockFailures). A lease on
-//     table holders of active cohorts would bound that; safe by the I3
-//     argument, not written yet.
+//     the cohort is fenced or the grant is older than any transaction can
+//     live, whichever is first (counted in NodeStats.UnlockFailures; the
+//     stale grant's word is ended as its transaction ended).
 //   - A request above Config.MaxKeysPerRequest or Config.MaxLocks is refused
 //     as a conflict by the Locker (it splits requests at 256 keys). Marks
 //     are bounded by Config.MaxMarks; unmarked slots cost a CAS per grant.

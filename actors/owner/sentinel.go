@@ -14,7 +14,8 @@ import "github.com/aura-runtime/aura/control"
 // (c,e): the next grant sets it held with a plain WRITE (no atomic), and the
 // release stores S(c,e) again. The cohort and epoch fields say whether a
 // free sentinel belongs to a live activation (who may take it over, see
-// Locker.retired) and who holds a held one (a future repair sweep). A
+// Locker.retired) and whether a held one can still be re-taken (the repair
+// of gone holders' words, Locker.heldRetired). A
 // sentinel is never 0 and never a CAS tag (bit 63 is clear in tags).
 const (
 	sentinelOwned = uint64(1) << 63

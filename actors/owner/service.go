@@ -60,6 +60,14 @@ func (s *Service) Release(req ReleaseRequest) (ReleaseReply, error) {
 	return s.t.Release(req)
 }
 
+// StaleLocks runs Table.StaleLocks for locks granted more than age
+// microseconds ago by the service's clock.
+func (s *Service) StaleLocks(ageMicros int64, max int) []StaleLock {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.t.StaleLocks(s.now()-ageMicros, max)
+}
+
 // Mark runs Table.Mark.
 func (s *Service) Mark(c uint64, epoch uint64, holder Holder, keys []Key) int {
 	s.mu.Lock()

@@ -735,6 +735,34 @@ func (t *Table) Release(req ReleaseRequest) (ReleaseReply, error) {
 	return rep, nil
 }
 
+// StaleLock is a lock held in the table since before some time.
+type StaleLock struct {
+	Cohort control.CohortID
+	Epoch  uint64
+	Key    Key
+	Holder Holder
+}
+
+// StaleLocks returns up to max locks granted before beforeMicros, in no
+// particular order. A lock held longer than any transaction attempt can
+// live is a gone holder's (a crashed grantee whose unlock never came, or a
+// write-back given up): its owner repairs the word and releases it
+// (package actors, the node's repair sweep).
+func (t *Table) StaleLocks(beforeMicros int64, max int) []StaleLock {
+	var out []StaleLock
+	for id, cs := range t.cohorts {
+		for k, l := range cs.locks {
+			if len(out) >= max {
+				return out
+			}
+			if l.grantedAt < beforeMicros {
+				out = append(out, StaleLock{Cohort: id, Epoch: cs.epoch, Key: k, Holder: l.holder})
+			}
+		}
+	}
+	return out
+}
+
 func (t *Table) cohortAt(c control.CohortID, epoch uint64) (*cohortState, error) {
 	cs, ok := t.cohorts[c]
 	if !ok {
