@@ -101,10 +101,10 @@ func TestFaultOwnerKill9(t *testing.T) {
 // remove-node: then its cohorts move to cn-1 once cn-2's lease ran out,
 // and the cluster converges on one node. The clients stop sending to cn-2
 // shortly before the kill: a transaction killed while it holds locks
-// leaves them held until a repair sweep that is not written yet (see
-// docs/faults.md), and with two nodes such locks on a few hot accounts can
-// stall every client for the rest of a short scenario; the owner-kill
-// scenarios keep that case.
+// leaves them held until the survivor's repair ends them, 30 s after it
+// met them (see docs/faults.md), and with two nodes such locks on a few
+// hot accounts can stall every client for the rest of a short scenario;
+// the owner-kill scenarios and the soak keep that case.
 func TestFaultTwoNodeCrashRemoved(t *testing.T) {
 	skipFaults(t, false)
 	runFault(t, "two-node-crash-removed", 2, func(c *faultCluster, lc *bankLoad, tm faultTimes) {

@@ -794,8 +794,9 @@ func (p *readinessProbe) check(t *testing.T, termAt time.Time) {
 // killed mid-frame leaves an incomplete frame, which the memory node drops),
 // so a kill -9 cannot leave half a transaction. What it can leave are the
 // dead node's held lock words: records its in-flight transactions locked
-// stay locked (later transactions on them abort) until a repair sweep
-// frees them (the crash-recovery work of the reliability issue). A
+// stay locked (later transactions on them abort) until the survivors'
+// repair ends them, 30 s after they met them (package occ, "Crash
+// recovery"). A
 // transaction whose reply was lost and that the client resubmits elsewhere
 // is answered from the commit ledger if it committed (package occ,
 // "Exactly once"), not run twice.
