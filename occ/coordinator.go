@@ -919,30 +919,33 @@ func (t *tx) redoRecord() error {
 	if l == nil {
 		return nil
 	}
-	var entries []redoEntry
+	n, count := redoRecordHeader, 0
 	for _, r := range t.order {
-		e := t.locks[r]
-		if !e.dirty {
-			continue
+		if e := t.locks[r]; e.dirty {
+			n += redoEntryHeader
+			if e.present {
+				n += (e.t.Table.ValueSize + 7) &^ 7
+			}
+			count++
 		}
-		re := redoEntry{table: e.t.Table.ID, present: e.present, addr: e.req.SlotAddr,
-			meta: e.meta.NextMeta(e.present), release: e.releaseWord(true), key: r.Key}
-		if e.present {
-			re.value = make([]byte, (e.t.Table.ValueSize+7)&^7)
-			copy(re.value, e.value)
-		}
-		entries = append(entries, re)
 	}
-	if len(entries) == 0 {
+	if count == 0 {
 		return nil
 	}
 	if t.c.redo < 0 {
 		return fmt.Errorf("%w: coordinator has no record slot (the log has %d)", ErrRedo, l.cfg.Slots)
 	}
-	rec, err := encodeRedo(t.tag, entries, l.cfg.RecordBytes)
-	if err != nil {
-		return err
+	if n > l.cfg.RecordBytes {
+		return redoTooLarge(count, n, l.cfg.RecordBytes)
 	}
+	rec := beginRedo(t.tag, n)
+	for _, r := range t.order {
+		if e := t.locks[r]; e.dirty {
+			rec = appendRedoEntry(rec, e.t.Table.ID, e.present, e.req.SlotAddr, e.meta.NextMeta(e.present),
+				e.releaseWord(true), r.Key, e.value, (e.t.Table.ValueSize+7)&^7)
+		}
+	}
+	rec = finishRedo(rec)
 	t.redo, t.redoSlot = rec, t.c.redo
 	return nil
 }

@@ -261,26 +261,53 @@ func encodeRedo(tag uint64, entries []redoEntry, max int) ([]byte, error) {
 		n += redoEntryHeader + len(e.value)
 	}
 	if n > max {
-		return nil, fmt.Errorf("%w: a record of %d written records needs %d bytes, the slot holds %d", ErrRedo, len(entries), n, max)
+		return nil, redoTooLarge(len(entries), n, max)
 	}
+	b := beginRedo(tag, n)
+	for _, e := range entries {
+		b = appendRedoEntry(b, e.table, e.present, e.addr, e.meta, e.release, e.key, e.value, len(e.value))
+	}
+	return finishRedo(b), nil
+}
+
+func redoTooLarge(records, n, max int) error {
+	return fmt.Errorf("%w: a record of %d written records needs %d bytes, the slot holds %d", ErrRedo, records, n, max)
+}
+
+// beginRedo starts a record of n bytes in all (header included).
+func beginRedo(tag uint64, n int) []byte {
 	b := make([]byte, redoRecordHeader, n)
 	binary.LittleEndian.PutUint64(b, tag)
-	binary.LittleEndian.PutUint32(b[8:], uint32(n-redoRecordHeader))
-	for _, e := range entries {
-		flags := uint32(0)
-		if e.present {
-			flags = 1
-		}
-		b = binary.LittleEndian.AppendUint32(b, uint32(e.table))
-		b = binary.LittleEndian.AppendUint32(b, flags)
-		b = binary.LittleEndian.AppendUint64(b, e.addr)
-		b = binary.LittleEndian.AppendUint64(b, uint64(e.meta))
-		b = binary.LittleEndian.AppendUint64(b, e.release)
-		b = binary.LittleEndian.AppendUint64(b, e.key)
-		b = append(b, e.value...)
+	return b
+}
+
+// appendRedoEntry appends one entry; a present record's value is written
+// padded to paddedSize bytes.
+func appendRedoEntry(b []byte, table txn.TableID, present bool, addr uint64, meta store.Meta, release, key uint64, value []byte, paddedSize int) []byte {
+	flags := uint32(0)
+	if present {
+		flags = 1
 	}
+	b = binary.LittleEndian.AppendUint32(b, uint32(table))
+	b = binary.LittleEndian.AppendUint32(b, flags)
+	b = binary.LittleEndian.AppendUint64(b, addr)
+	b = binary.LittleEndian.AppendUint64(b, uint64(meta))
+	b = binary.LittleEndian.AppendUint64(b, release)
+	b = binary.LittleEndian.AppendUint64(b, key)
+	if present {
+		b = append(b, value...)
+		for range paddedSize - len(value) {
+			b = append(b, 0)
+		}
+	}
+	return b
+}
+
+// finishRedo stores the payload length and the checksum.
+func finishRedo(b []byte) []byte {
+	binary.LittleEndian.PutUint32(b[8:], uint32(len(b)-redoRecordHeader))
 	binary.LittleEndian.PutUint32(b[12:], redoChecksum(b))
-	return b, nil
+	return b
 }
 
 func redoChecksum(b []byte) uint32 {
