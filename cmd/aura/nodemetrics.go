@@ -17,6 +17,7 @@ import (
 	"github.com/aura-runtime/aura/control"
 	"github.com/aura-runtime/aura/manifest"
 	"github.com/aura-runtime/aura/messages"
+	"github.com/aura-runtime/aura/occ"
 	"github.com/aura-runtime/aura/rdma"
 )
 
@@ -102,6 +103,8 @@ type metricsSnapshot struct {
 	hostsPlanner     bool
 	lease            owner.LeaseState
 	leased           bool // the node has an owner lease (a planner answers its heartbeats)
+	repair           occ.RepairStats
+	recovery         occ.Recovery
 	at               time.Time
 }
 
@@ -201,6 +204,14 @@ func (m *nodeMetrics) registerGauges() {
 	})
 	g(`aura_owner_lease_grants_total`, func(s *metricsSnapshot) float64 { return u(s.lease.Grants) })
 	g(`aura_owner_lease_refusals_total`, func(s *metricsSnapshot) float64 { return u(s.lease.Refusals) })
+	// Lock words left held by gone holders (package occ, "Crash recovery"):
+	// ended at this node's start, and by its repair sweep since.
+	g(`aura_lock_recovered_total{how="redone"}`, func(s *metricsSnapshot) float64 { return float64(s.recovery.Redone) })
+	g(`aura_lock_recovered_total{how="released"}`, func(s *metricsSnapshot) float64 { return float64(s.recovery.Released) })
+	g(`aura_lock_repaired_total{how="redone"}`, func(s *metricsSnapshot) float64 { return u(s.repair.Redone) })
+	g(`aura_lock_repaired_total{how="released"}`, func(s *metricsSnapshot) float64 { return u(s.repair.Released) })
+	g(`aura_lock_repair_moot_total`, func(s *metricsSnapshot) float64 { return u(s.repair.Moot) })
+	g(`aura_lock_repair_dropped_total`, func(s *metricsSnapshot) float64 { return u(s.repair.Dropped) })
 	// Membership as this node sees it.
 	g(`aura_membership_members`, func(s *metricsSnapshot) float64 { return float64(s.members) })
 	g(`aura_membership_leaving`, func(s *metricsSnapshot) float64 { return float64(s.leaving) })
@@ -311,6 +322,7 @@ func (m *nodeMetrics) refresh() {
 	s.at = time.Now()
 	if n := m.node; n != nil {
 		s.lease, s.leased = n.Lease()
+		s.repair, s.recovery = n.RepairStats(), n.Recovery()
 		s.txn = n.TxnStats()
 		s.owned, s.frozen = n.CohortCounts()
 		om := n.OwnerMap()

@@ -263,6 +263,8 @@ func TestNodeMetricsAndHealth(t *testing.T) {
 		`aura_cas_failed_total`, `aura_doorbells_total`, `aura_verb_errors_total`, `aura_verb_bytes_total{dir="read"}`,
 		`aura_owner_rpc_duration_seconds_count{op="lock"}`, `aura_owner_rpc_errors_total{op="unlock"}`,
 		`aura_cohorts{state="owned"}`, `aura_cohorts{state="frozen"}`,
+		`aura_lock_recovered_total{how="redone"}`, `aura_lock_repaired_total{how="released"}`,
+		`aura_lock_repair_moot_total`, `aura_lock_repair_dropped_total`,
 		`aura_manifest_epoch`, `aura_manifest_bytes`, `aura_manifest_cohorts`, `aura_manifest_epoch_seen`,
 		`aura_route_requests_total{source="static_fallback"}`,
 		`aura_membership_members`, `aura_membership_epoch`, `aura_membership_events_total{kind="join"}`,
