@@ -331,26 +331,35 @@ const maxExpiredPerSweep = 256
 // this node, or a lock whose outcome was left unknown): it ends the held
 // sentinel the holder may have left on the memory node (finished from the
 // holder's redo record if its transaction committed, else released; the
-// grant keeps every other grantee off the slot meanwhile) and then
-// releases the grant, unmarking the slot unless its word is the cohort's
-// free sentinel.
+// table pins the keys meanwhile, so no other grantee can take them) and
+// then releases the grant, unmarking the slot unless its word is the
+// cohort's free sentinel.
 func (n *Node) expireGrants(ctx context.Context, layout *store.Layout, repairAfter time.Duration) (occ.RepairStats, error) {
-	var total occ.RepairStats
-	for _, s := range n.own.svc.StaleLocks(repairAfter.Microseconds(), maxExpiredPerSweep) {
-		st, word, err := n.redo.EndHeld(ctx, layout, s.Key.Table, s.Key.Key, owner.Sentinel(s.Cohort, s.Epoch, true))
-		if err != nil {
-			return total, err
-		}
-		total.Redone, total.Released, total.Moot = total.Redone+st.Redone, total.Released+st.Released, total.Moot+st.Moot
+	stale := n.own.svc.StaleLocks(repairAfter.Microseconds(), maxExpiredPerSweep)
+	if len(stale) == 0 {
+		return occ.RepairStats{}, nil
+	}
+	keys := make([]owner.Key, len(stale))
+	held := make([]occ.HeldWord, len(stale))
+	for i, s := range stale {
+		keys[i] = s.Key
+		held[i] = occ.HeldWord{Table: s.Key.Table, Addr: s.Key.Key, Word: owner.Sentinel(s.Cohort, s.Epoch, true)}
+	}
+	defer n.own.svc.Unpin(keys) // after the releases below
+	st, words, err := n.redo.EndHeld(ctx, layout, held)
+	if err != nil {
+		return st, err // the grants stay: the next sweep tries again
+	}
+	for i, s := range stale {
 		req := owner.ReleaseRequest{Cohort: s.Cohort, Epoch: s.Epoch, Holder: s.Holder, Keys: []owner.Key{s.Key}}
-		if word != owner.Sentinel(s.Cohort, s.Epoch, false) {
+		if words[i] != owner.Sentinel(s.Cohort, s.Epoch, false) {
 			req.Cleared = req.Keys
 		}
 		if _, err := n.own.svc.Release(req); err != nil {
-			return total, err
+			return st, err
 		}
 	}
-	return total, nil
+	return st, nil
 }
 
 // RepairStats returns what the node's repair sweep did so far (zero
@@ -511,13 +520,16 @@ func (n *Node) submit(ctx context.Context, msg *messages.TxnSubmit) (*messages.T
 // Close stops the actors (after their queued messages) and the actor system.
 func (n *Node) Close() error {
 	var wg sync.WaitGroup
+	var unstopped atomic.Int32
 	for _, pid := range append(append([]*actor.PID(nil), n.coords...), n.atoms...) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			// Poison is processed after the messages already queued, so no
 			// accepted transaction is dropped.
-			_, _ = n.system.Root.PoisonFuture(pid).Result()
+			if _, err := n.system.Root.PoisonFuture(pid).Result(); err != nil {
+				unstopped.Add(1)
+			}
 		}()
 	}
 	wg.Wait()
@@ -532,9 +544,10 @@ func (n *Node) Close() error {
 		n.sweepStop = nil
 	}
 	var errs []error
-	if n.redo != nil && len(n.coords) == n.cfg.Coordinators {
-		// Every coordinator has finished: the next incarnation need not
-		// scan, unless a write-back was given up (its locks may be held).
+	if n.redo != nil && len(n.coords) == n.cfg.Coordinators && unstopped.Load() == 0 {
+		// Every coordinator stopped: the next incarnation need not scan,
+		// unless a transaction still runs or gave up its write-back (the
+		// log checks both).
 		errs = append(errs, n.redo.Close(context.Background(), n.dev))
 	}
 	for _, qp := range n.qps {

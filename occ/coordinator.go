@@ -150,11 +150,23 @@ type tx struct {
 	cnt      Counters
 	redo     []byte // the redo record of a commit, written before its write-back
 	redoSlot int    // where it is written
+	// keepGrants: a commit's write-back gave up after its record was
+	// posted; its owner-path grants are not released (see keepRedo).
+	keepGrants bool
 }
 
 // Run executes prog as one transaction attempt.
 func (c *Coordinator) Run(ctx context.Context, txnID uint64, prog txn.Program) Result {
 	seq := c.e.seq.Add(1)
+	if l := c.e.redo; l != nil {
+		l.running.Add(1)
+		defer l.running.Add(-1)
+		// Numbered by the log: unique across the node's incarnations.
+		var err error
+		if seq, err = l.nextSeq(ctx); err != nil {
+			return Result{Outcome: Aborted, Err: fmt.Errorf("occ: reserving transaction numbers: %w", err)}
+		}
+	}
 	t := &tx{c: c, ctx: ctx, id: txnID, tag: store.CASTag(c.e.cfg.Node, seq),
 		reads: map[txn.Ref]*readEntry{}, locks: map[txn.Ref]*lockEntry{}, claimed: map[uint64]bool{}}
 	before := c.qp.Stats()
@@ -775,12 +787,12 @@ func (t *tx) finish(commit bool) error {
 	backoff := cfg.CleanupBackoff
 	for err != nil {
 		if !errors.Is(err, rdma.ErrConnectionLost) && !errors.Is(err, rdma.ErrFlushed) {
-			t.keepRedo()
+			t.keepRedo(commit)
 			return fmt.Errorf("occ: finishing transaction: %w", err)
 		}
 		select {
 		case <-ctx.Done():
-			t.keepRedo()
+			t.keepRedo(commit)
 			return fmt.Errorf("occ: could not finish transaction within %v (its locks may stay held): %w", cfg.CleanupTimeout, err)
 		case <-time.After(backoff):
 		}
@@ -806,14 +818,19 @@ func (t *tx) finish(commit bool) error {
 // stays marked running at Close; and a commit's record may be all that
 // finishes its write-back (in the next incarnation's recovery), so the
 // coordinator moves to a spare slot rather than overwrite it.
-func (t *tx) keepRedo() {
+func (t *tx) keepRedo(commit bool) {
 	l := t.c.e.redo
 	if l == nil {
 		return
 	}
 	l.abandoned.Add(1)
-	if t.redo != nil {
+	if commit && t.redo != nil {
 		t.c.redo = l.slot(true)
+		// Its owner-table grants stay held: released, the slots could be
+		// locked again at the versions the record names, and a second
+		// record would then name them too. The owner ends them from the
+		// record once they are stale.
+		t.keepGrants = true
 	}
 }
 
@@ -920,6 +937,10 @@ func (t *tx) redoRecord() error {
 		return nil
 	}
 	n, count := redoRecordHeader, 0
+	ledger := t.c.e.cfg.ExactlyOnce && t.writes()
+	if ledger {
+		n += redoEntryHeader
+	}
 	for _, r := range t.order {
 		if e := t.locks[r]; e.dirty {
 			n += redoEntryHeader
@@ -939,6 +960,11 @@ func (t *tx) redoRecord() error {
 		return redoTooLarge(count, n, l.cfg.RecordBytes)
 	}
 	rec := beginRedo(t.tag, n)
+	if ledger {
+		// A repair writes the ledger word too, or a retry of this
+		// transaction on another node would commit it a second time.
+		rec = appendLedgerEntry(rec, store.LedgerAddr(t.c.e.layout.Ledger, t.id), t.id)
+	}
 	for _, r := range t.order {
 		if e := t.locks[r]; e.dirty {
 			rec = appendRedoEntry(rec, e.t.Table.ID, e.present, e.req.SlotAddr, e.meta.NextMeta(e.present),
@@ -952,18 +978,7 @@ func (t *tx) redoRecord() error {
 
 // execAll runs verbs in doorbells of at most rdma.MaxBatch, in order.
 func (t *tx) execAll(ctx context.Context, wrs []rdma.WorkRequest) error {
-	for len(wrs) > 0 {
-		n := min(rdma.MaxBatch, len(wrs))
-		cs, err := rdma.Exec(ctx, t.c.qp, wrs[:n]...)
-		if err == nil {
-			err = rdma.FirstError(cs)
-		}
-		if err != nil {
-			return err
-		}
-		wrs = wrs[n:]
-	}
-	return nil
+	return execAll(ctx, t.c.qp, wrs)
 }
 
 // releaseWord is the lock word that releases l: its path's Release word,
@@ -992,6 +1007,9 @@ func (t *tx) released(commit bool) {
 	res := make([]LockResult, 0, len(t.order))
 	for _, r := range t.order {
 		l := t.locks[r]
+		if t.keepGrants && (l.res.Path == PathLocal || l.res.Path == PathOwnerRPC) {
+			continue
+		}
 		reqs = append(reqs, l.req)
 		lr := l.res
 		lr.Release = l.releaseWord(commit)

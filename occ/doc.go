@@ -109,7 +109,10 @@
 // ErrRedo).
 //
 // Which record ends a held slot. For a CAS tag, the record with that tag
-// naming the slot (tags are unique per attempt). For any held word, the
+// naming the slot: tags are unique per attempt, across the node's
+// incarnations too (with a log, attempts are numbered above a ceiling kept
+// in the log's header, raised a block of 2^20 at a time before use, and
+// read back by the next incarnation). For any held word, the
 // record entry whose new meta is the slot's next version: its transaction
 // locked the slot at the slot's current version and committed, and nobody
 // can have locked the slot at that version since (it still holds it), so
@@ -125,10 +128,10 @@
 //     one did not close its log cleanly, it scans every table for CAS tags
 //     of its number and ends each, and ends the held owner sentinels its
 //     records name at their next version; then it invalidates the old
-//     records (it numbers its transactions from 1 again) and marks its log
-//     running. About 5 s for the default TPC-C (87 M slots) on the
-//     in-process memory node. Held sentinels of its transactions that had
-//     not committed are left to the sweep below.
+//     records and marks its log running. The scan reads every slot (go
+//     test ./occ -run XXX -bench RecoveryScan: the default TPC-C's 87 M
+//     slots on the in-process memory node). Held sentinels of its
+//     transactions that had not committed are left to the sweep below.
 //   - Any node, on contact: a coordinator refused by a CAS tag, or by a held
 //     owner sentinel whose activation its locker's map shows retired
 //     (LockResult.Retired: it grants no more, so its holders got their
@@ -144,19 +147,26 @@
 //     slot meanwhile, so the held word can only be that grantee's.
 //
 // Ending with an entry takes the word first: the entry goes to the
-// repairing node's repair slot under its repair tag (CASTag(node, 0)) and
-// the word is CASed from the holder's to that tag in one doorbell; only
+// repairing node's repair slot under a fresh tag of that node and the
+// word is CASed from the holder's to that tag in one doorbell; only
 // then are the key, value, meta and release word written. Two repairers
 // (or a repairer and a recovery) therefore never both write a slot, and no
 // write lands after a release; a repairer that dies in between leaves its
 // repair tag and the entry in its repair slot, which its next incarnation
 // ends like any tag of its number.
 //
-// Limits. The log must not be shared by two live nodes with one number
-// (cmd/aura gives nodes distinct numbers). A word left by a write-back that
-// gave up while its node lives on is repaired on contact like a crashed
-// one's. A held word nobody touches stays held (the sweep is on contact,
-// not a scan of the memory node). Tests: TestRedoRecoversEveryCrashPoint
+// Limits. The log must not be shared by two live nodes with one number: a
+// node started under the number of one that still runs (a mistaken --id,
+// or a partitioned process whose name a new one took) would take that
+// node's locks for a dead incarnation's. cmd/aura numbers nodes by their
+// place in --nodes or a hash of their name checked against the live
+// members, which rules out the first case only. A CAS tag left by a
+// write-back that gave up while its node lives on is repaired on contact
+// like a crashed one's; a held owner sentinel left that way is not (the
+// table forgot its holder; package actors/owner, "Limits"). A held word
+// nobody locks stays held (the sweep is on contact, not a scan of the
+// memory node; reads report only CAS tags, as a reader cannot tell a
+// retired activation's sentinel). Tests: TestRedoRecoversEveryCrashPoint
 // (a crash at every work request; releasing without records loses money),
 // TestRedoRecoversConcurrentCrash (balances are the reported commits plus a
 // subset of those in doubt, each whole), TestRedoKeepsAbandonedRecord,

@@ -23,7 +23,8 @@ import (
 // Region "txn/redo/<node>/<slots>x<bytes>" on the memory node:
 //
 //	[0:8)   state: redoRunning while an incarnation runs, 0 after a clean close
-//	[8:16)  reserved
+//	[8:16)  tag ceiling: the node's transaction numbers (the seq of its CAS
+//	        tags) below it may be in use; see RedoLog.nextSeq
 //	record slot i at redoHeader + i·bytes, 2·slots+1 of them: one per
 //	coordinator, as many spares for coordinators that gave up a
 //	write-back, and the repair slot (see repairer):
@@ -31,14 +32,20 @@ import (
 //	  [8:12)  payload length n
 //	  [12:16) CRC-32C of the tag, the length and the payload
 //	  [16:16+n) entries, each:
-//	    table id u32 | flags u32 (1 = present) | slot address u64 |
+//	    table id u32 | flags u32 | slot address u64 |
 //	    new meta u64 | release word u64 | key u64 | value (ValueSize padded to 8, if present)
+//	  flags: 1 = the record is present after the write; 2 = the commit
+//	  ledger's word (Config.ExactlyOnce): address in the ledger region, the
+//	  transaction id as key, no value — first, when there is one
 const (
 	redoRegionPrefix = "txn/redo/"
 	redoHeader       = 16
 	redoRecordHeader = 16
 	redoEntryHeader  = 40
 	redoRunning      = 1
+	// tagBlock is how many transaction numbers an incarnation reserves at
+	// a time (one WRITE of the ceiling per block).
+	tagBlock = 1 << 20
 	// MaxRedoRecordBytes bounds one coordinator's record: the largest
 	// write set a transaction may commit under a redo log.
 	MaxRedoRecordBytes = rdma.MaxTransferBytes
@@ -101,11 +108,22 @@ type RedoLog struct {
 	cfg    RedoConfig
 	region rdma.Region
 	next   atomic.Int32
-	// abandoned counts finishes given up: their locks may be held.
+	// abandoned counts finishes and repairs given up: their locks may be
+	// held. running counts transaction attempts in progress.
 	abandoned atomic.Int32
+	running   atomic.Int32
 	dev       rdma.Device
-	// repairMu serialises repairs: one repair slot.
+	// repairMu serialises repairs: one repair slot; pending is a repair
+	// to finish before the next (see pendingRepair).
 	repairMu sync.Mutex
+	pending  *pendingRepair
+
+	// seq numbers this incarnation's transaction attempts and repairs
+	// (the seq of their CAS tags); ceiling is the reserved limit, raised
+	// under ceilMu before a number at or above it is used.
+	seq     atomic.Uint64
+	ceiling atomic.Uint64
+	ceilMu  sync.Mutex
 
 	suspectMu   sync.Mutex
 	suspects    map[slotRef]suspect // at most maxSuspects
@@ -158,15 +176,17 @@ func OpenRedoLog(ctx context.Context, dev rdma.Device, layout *store.Layout, cfg
 	}
 	prefix := fmt.Sprintf("%s%d/", redoRegionPrefix, cfg.Node)
 	var logs []rdma.Region
+	base := uint64(0) // above every number an earlier incarnation may have used
 	for _, r := range regions {
 		if !strings.HasPrefix(r.Name, prefix) || r.Length < redoHeader {
 			continue
 		}
-		state := make([]byte, 8)
-		if err := execOne(ctx, qp, rdma.WorkRequest{Op: rdma.OpRead, RKey: r.RKey, RemoteAddr: r.Addr, Local: state}); err != nil {
+		hdr := make([]byte, redoHeader)
+		if err := execOne(ctx, qp, rdma.WorkRequest{Op: rdma.OpRead, RKey: r.RKey, RemoteAddr: r.Addr, Local: hdr}); err != nil {
 			return nil, rec, err
 		}
-		if binary.LittleEndian.Uint64(state) != 0 {
+		base = max(base, binary.LittleEndian.Uint64(hdr[8:]))
+		if binary.LittleEndian.Uint64(hdr) != 0 {
 			logs = append(logs, r)
 		}
 	}
@@ -176,44 +196,54 @@ func OpenRedoLog(ctx context.Context, dev rdma.Device, layout *store.Layout, cfg
 		return nil, rec, err
 	}
 	l := &RedoLog{cfg: cfg, region: r, dev: dev}
+	// Numbers unique across incarnations: an earlier one's tag may still
+	// be watched by another node's sweep, which must not mistake a new
+	// lock for it.
+	l.seq.Store(base)
+	l.ceiling.Store(base)
+	if err := l.reserve(ctx, qp, base+1); err != nil {
+		return nil, rec, err
+	}
+	// Running before the recovery: its repairs' records (in this region's
+	// repair slot) must be read by the next start if this one dies.
+	running := rdma.WorkRequest{Op: rdma.OpWrite, RKey: r.RKey, RemoteAddr: r.Addr, Local: binary.LittleEndian.AppendUint64(nil, redoRunning)}
+	if err := execOne(ctx, qp, running); err != nil {
+		return nil, rec, err
+	}
 	if len(logs) > 0 {
-		if rec, err = recoverLocks(ctx, qp, layout, l.repairer(qp), logs); err != nil {
+		if rec, err = recoverLocks(ctx, qp, layout, l.repairer(qp, layout), logs); err != nil {
 			return nil, rec, err
 		}
+		var done []rdma.WorkRequest
 		for _, old := range logs {
-			if err := execOne(ctx, qp, rdma.WorkRequest{Op: rdma.OpWrite, RKey: old.RKey, RemoteAddr: old.Addr, Local: make([]byte, 8)}); err != nil {
-				return nil, rec, err
+			if old.Name != r.Name {
+				done = append(done, rdma.WorkRequest{Op: rdma.OpWrite, RKey: old.RKey, RemoteAddr: old.Addr, Local: make([]byte, 8)})
 			}
 		}
+		if err := execAll(ctx, qp, done); err != nil {
+			return nil, rec, err
+		}
 	}
-	// Records left by an earlier incarnation must not outlive it: this one
-	// numbers its transactions from 1 again, so an old record could carry
-	// the tag of a new lock. Clearing its tag invalidates a record.
-	wrs := []rdma.WorkRequest{}
+	// The earlier incarnations' records are done with (recovered above, or
+	// of a clean close): clearing a record's tag invalidates it, so that a
+	// later recovery or repair reads only this incarnation's.
+	var wrs []rdma.WorkRequest
 	for i := range cfg.records() {
 		wrs = append(wrs, rdma.WorkRequest{Op: rdma.OpWrite, RKey: r.RKey, RemoteAddr: r.Addr + uint64(redoHeader+i*cfg.RecordBytes), Local: make([]byte, 8)})
 	}
-	wrs = append(wrs, rdma.WorkRequest{Op: rdma.OpWrite, RKey: r.RKey, RemoteAddr: r.Addr, Local: binary.LittleEndian.AppendUint64(nil, redoRunning)})
-	for len(wrs) > 0 {
-		n := min(len(wrs), rdma.MaxBatch)
-		cs, err := rdma.Exec(ctx, qp, wrs[:n]...)
-		if err == nil {
-			err = rdma.FirstError(cs)
-		}
-		if err != nil {
-			return nil, rec, err
-		}
-		wrs = wrs[n:]
+	if err := execAll(ctx, qp, wrs); err != nil {
+		return nil, rec, err
 	}
 	return l, rec, nil
 }
 
-// Close marks the log closed, so the next incarnation skips the scan,
-// unless a coordinator gave up a write-back (its locks may still be held:
-// the log stays marked running). Call it only once no coordinator of the
-// node runs a transaction.
+// Close marks the log closed, so that the next incarnation skips the scan
+// and no repair reads its records — unless a transaction is still running
+// (a coordinator its node could not stop), or one gave up its write-back
+// or a repair gave up (their locks may still be held): then the log stays
+// marked running. Call it once the node has stopped its coordinators.
 func (l *RedoLog) Close(ctx context.Context, dev rdma.Device) error {
-	if l.abandoned.Load() > 0 {
+	if l.abandoned.Load() > 0 || l.running.Load() > 0 {
 		return nil
 	}
 	qp, err := dev.CreateQP(rdma.QPConfig{})
@@ -222,6 +252,39 @@ func (l *RedoLog) Close(ctx context.Context, dev rdma.Device) error {
 	}
 	defer qp.Close()
 	return execOne(ctx, qp, rdma.WorkRequest{Op: rdma.OpWrite, RKey: l.region.RKey, RemoteAddr: l.region.Addr, Local: make([]byte, 8)})
+}
+
+// nextSeq returns the next number for a CAS tag of this node (a
+// transaction attempt's or a repair's), reserving a block first when it
+// reaches the ceiling.
+func (l *RedoLog) nextSeq(ctx context.Context) (uint64, error) {
+	seq := l.seq.Add(1)
+	if seq < l.ceiling.Load() {
+		return seq, nil
+	}
+	qp, err := l.dev.CreateQP(rdma.QPConfig{})
+	if err != nil {
+		return 0, err
+	}
+	defer qp.Close()
+	return seq, l.reserve(ctx, qp, seq)
+}
+
+// reserve raises the ceiling above seq (by tagBlock) on the memory node
+// before seq is used.
+func (l *RedoLog) reserve(ctx context.Context, qp rdma.QueuePair, seq uint64) error {
+	l.ceilMu.Lock()
+	defer l.ceilMu.Unlock()
+	if seq < l.ceiling.Load() {
+		return nil
+	}
+	c := seq + tagBlock
+	if err := execOne(ctx, qp, rdma.WorkRequest{Op: rdma.OpWrite, RKey: l.region.RKey, RemoteAddr: l.region.Addr + 8,
+		Local: binary.LittleEndian.AppendUint64(nil, c)}); err != nil {
+		return err
+	}
+	l.ceiling.Store(c)
+	return nil
 }
 
 // slot hands out record slots: the first Slots to coordinators as they are
@@ -235,6 +298,23 @@ func (l *RedoLog) slot(spare bool) int {
 	return -1
 }
 
+// execAll runs verbs in doorbells of at most rdma.MaxBatch, in order, and
+// returns the first error.
+func execAll(ctx context.Context, qp rdma.QueuePair, wrs []rdma.WorkRequest) error {
+	for len(wrs) > 0 {
+		n := min(rdma.MaxBatch, len(wrs))
+		cs, err := rdma.Exec(ctx, qp, wrs[:n]...)
+		if err == nil {
+			err = rdma.FirstError(cs)
+		}
+		if err != nil {
+			return err
+		}
+		wrs = wrs[n:]
+	}
+	return nil
+}
+
 func execOne(ctx context.Context, qp rdma.QueuePair, wr rdma.WorkRequest) error {
 	cs, err := rdma.Exec(ctx, qp, wr)
 	if err == nil {
@@ -243,10 +323,19 @@ func execOne(ctx context.Context, qp rdma.QueuePair, wr rdma.WorkRequest) error 
 	return err
 }
 
-// redoEntry is one written record of a committing transaction.
+// Entry flags.
+const (
+	redoPresent = 1
+	redoLedger  = 2
+)
+
+// redoEntry is one written record of a committing transaction, or its
+// commit ledger word (ledger: addr in the ledger region, key the
+// transaction id).
 type redoEntry struct {
 	table   txn.TableID
 	present bool
+	ledger  bool
 	addr    uint64
 	meta    store.Meta
 	release uint64
@@ -265,6 +354,10 @@ func encodeRedo(tag uint64, entries []redoEntry, max int) ([]byte, error) {
 	}
 	b := beginRedo(tag, n)
 	for _, e := range entries {
+		if e.ledger {
+			b = appendLedgerEntry(b, e.addr, e.key)
+			continue
+		}
 		b = appendRedoEntry(b, e.table, e.present, e.addr, e.meta, e.release, e.key, e.value, len(e.value))
 	}
 	return finishRedo(b), nil
@@ -303,6 +396,17 @@ func appendRedoEntry(b []byte, table txn.TableID, present bool, addr uint64, met
 	return b
 }
 
+// appendLedgerEntry appends the commit ledger's entry: the transaction id
+// goes to ledger word addr before any lock is released.
+func appendLedgerEntry(b []byte, addr, txnID uint64) []byte {
+	b = binary.LittleEndian.AppendUint32(b, 0)
+	b = binary.LittleEndian.AppendUint32(b, redoLedger)
+	b = binary.LittleEndian.AppendUint64(b, addr)
+	b = binary.LittleEndian.AppendUint64(b, 0)
+	b = binary.LittleEndian.AppendUint64(b, 0)
+	return binary.LittleEndian.AppendUint64(b, txnID)
+}
+
 // finishRedo stores the payload length and the checksum.
 func finishRedo(b []byte) []byte {
 	binary.LittleEndian.PutUint32(b[8:], uint32(len(b)-redoRecordHeader))
@@ -337,18 +441,22 @@ func decodeRedo(b []byte, layout *store.Layout) (tag uint64, entries []redoEntry
 			return 0, nil, false
 		}
 		flags := binary.LittleEndian.Uint32(p[4:])
-		if flags > 1 {
+		if flags > redoLedger {
 			return 0, nil, false
 		}
 		e := redoEntry{
 			table:   txn.TableID(binary.LittleEndian.Uint32(p)),
-			present: flags == 1,
+			present: flags == redoPresent,
+			ledger:  flags == redoLedger,
 			addr:    binary.LittleEndian.Uint64(p[8:]),
 			meta:    store.Meta(binary.LittleEndian.Uint64(p[16:])),
 			release: binary.LittleEndian.Uint64(p[24:]),
 			key:     binary.LittleEndian.Uint64(p[32:]),
 		}
 		p = p[redoEntryHeader:]
+		if e.ledger && (e.table != 0 || e.meta != 0 || e.release != 0) {
+			return 0, nil, false
+		}
 		if e.present {
 			tl, err := layout.Table(e.table)
 			if err != nil {
@@ -390,6 +498,8 @@ type redoKey struct {
 func recoverLocks(ctx context.Context, qp rdma.QueuePair, layout *store.Layout, rp *repairer, logs []rdma.Region) (Recovery, error) {
 	rec := Recovery{Scanned: true}
 	logged := map[redoKey]redoEntry{}
+	ledgerOf := map[uint64]*redoEntry{} // by tag
+	var repairs []record
 	for _, r := range logs {
 		recs, err := readRecords(ctx, qp, layout, r)
 		if err != nil {
@@ -399,8 +509,37 @@ func recoverLocks(ctx context.Context, qp rdma.QueuePair, layout *store.Layout, 
 			if !store.IsCASTag(rr.tag) || store.TagNode(rr.tag) != rp.node {
 				continue
 			}
+			if rr.repair {
+				repairs = append(repairs, rr)
+			}
 			for _, e := range rr.entries {
+				if e.ledger {
+					ledgerOf[rr.tag] = &e
+					continue
+				}
 				logged[redoKey{e.table, e.addr, rr.tag}] = e
+			}
+		}
+	}
+	// A repair the earlier incarnation left half done first: this one's
+	// repairs will overwrite the repair slot that holds its entry.
+	for _, rr := range repairs {
+		for i := range rr.entries {
+			e := &rr.entries[i]
+			if e.ledger {
+				continue
+			}
+			tl, err := layout.Table(e.table)
+			if err != nil {
+				return rec, err
+			}
+			if _, w, err := readHeader(ctx, qp, tl, e.addr); err != nil {
+				return rec, err
+			} else if w == rr.tag {
+				if _, err := rp.end(ctx, tl, e.addr, w, e, ledgerEntry(rr.entries)); err != nil {
+					return rec, err
+				}
+				rec.Redone++
 			}
 		}
 	}
@@ -429,7 +568,7 @@ func recoverLocks(ctx context.Context, qp rdma.QueuePair, layout *store.Layout, 
 				if le, ok := logged[redoKey{t.ID, addr, w}]; ok {
 					e = &le
 				}
-				ended, err := rp.end(ctx, tl, addr, w, e)
+				ended, err := rp.end(ctx, tl, addr, w, e, ledgerOf[w])
 				if err != nil {
 					return rec, err
 				}
@@ -454,7 +593,7 @@ func recoverLocks(ctx context.Context, qp rdma.QueuePair, layout *store.Layout, 
 		if !store.IsOwnerSentinel(w) || !store.SentinelHeld(w) || meta.Version()+1 != e.meta.Version() {
 			continue
 		}
-		if ended, err := rp.end(ctx, tl, k.addr, w, &e); err != nil {
+		if ended, err := rp.end(ctx, tl, k.addr, w, &e, ledgerOf[k.tag]); err != nil {
 			return rec, err
 		} else if ended {
 			rec.Redone++
@@ -475,6 +614,7 @@ func readHeader(ctx context.Context, qp rdma.QueuePair, tl *store.TableLayout, a
 type record struct {
 	tag     uint64
 	entries []redoEntry
+	repair  bool // from a repair slot
 }
 
 // readRecords reads the valid records of a redo region (its name gives
@@ -509,7 +649,7 @@ func readRecords(ctx context.Context, qp rdma.QueuePair, layout *store.Layout, r
 				return nil, err
 			}
 			if tag, entries, ok := decodeRedo(buf, layout); ok {
-				out = append(out, record{tag, entries})
+				out = append(out, record{tag: tag, entries: entries, repair: first+i == slots-1})
 			}
 		}
 	}
@@ -518,8 +658,8 @@ func readRecords(ctx context.Context, qp rdma.QueuePair, layout *store.Layout, r
 
 // repairer ends locks whose holder is gone, one at a time, through its
 // node's repair slot. Ending a lock with a record entry takes it first:
-// the entry is written to the repair slot under the node's repair tag
-// (store.CASTag(node, 0): transactions number from 1) and the word is
+// the entry is written to the repair slot under a repair tag of the node
+// (numbered like its transactions, RedoLog.nextSeq) and the word is
 // CASed from the dead holder's to that tag, in one doorbell; only then
 // are the key, value, meta and release word written. So two repairers
 // (or a repairer and a recovery) never both write a slot: the CAS admits
@@ -529,38 +669,45 @@ func readRecords(ctx context.Context, qp rdma.QueuePair, layout *store.Layout, r
 // any other tag of its number. A lock with no entry is released by one CAS
 // from the dead holder's word.
 type repairer struct {
+	log    *RedoLog // numbers its repair tags
 	qp     rdma.QueuePair
 	node   uint32
+	ledger rdma.Region // the commit ledger's
 	region rdma.Region
 	slot   uint64 // the repair slot's address
 	bytes  int
 }
 
-func (l *RedoLog) repairer(qp rdma.QueuePair) *repairer {
-	return &repairer{qp: qp, node: l.cfg.Node, region: l.region,
+func (l *RedoLog) repairer(qp rdma.QueuePair, layout *store.Layout) *repairer {
+	return &repairer{log: l, qp: qp, node: l.cfg.Node, ledger: layout.Ledger, region: l.region,
 		slot: l.region.Addr + uint64(redoHeader+l.cfg.repairSlot()*l.cfg.RecordBytes), bytes: l.cfg.RecordBytes}
 }
 
 // end ends the lock of slot addr, whose word is w, with entry e (nil:
 // released untouched, to 0 for a CAS tag, to the free sentinel for a held
 // one). ended is false when the word was no longer w.
-func (rp *repairer) end(ctx context.Context, tl *store.TableLayout, addr, w uint64, e *redoEntry) (ended bool, err error) {
-	cas := func(from, to uint64) (bool, error) {
-		cs, err := rdma.Exec(ctx, rp.qp, rdma.WorkRequest{Op: rdma.OpCompareAndSwap, RKey: tl.Region.RKey, RemoteAddr: addr + store.LockOffset, Compare: from, Swap: to})
-		if err == nil {
-			err = rdma.FirstError(cs)
-		}
-		return err == nil && cs[0].Value == from, err
-	}
+func (rp *repairer) end(ctx context.Context, tl *store.TableLayout, addr, w uint64, e, led *redoEntry) (ended bool, err error) {
 	if e == nil {
 		free := uint64(0)
 		if store.IsOwnerSentinel(w) {
 			free = store.FreeSentinel(w)
 		}
-		return cas(w, free)
+		cs, err := rdma.Exec(ctx, rp.qp, rdma.WorkRequest{Op: rdma.OpCompareAndSwap, RKey: tl.Region.RKey, RemoteAddr: addr + store.LockOffset, Compare: w, Swap: free})
+		if err == nil {
+			err = rdma.FirstError(cs)
+		}
+		return err == nil && cs[0].Value == w, err
 	}
-	tag := store.CASTag(rp.node, 0)
-	rec, err := encodeRedo(tag, []redoEntry{*e}, rp.bytes)
+	seq, err := rp.log.nextSeq(ctx)
+	if err != nil {
+		return false, err
+	}
+	tag := store.CASTag(rp.node, seq)
+	entries := []redoEntry{*e}
+	if led != nil {
+		entries = []redoEntry{*led, *e}
+	}
+	rec, err := encodeRedo(tag, entries, rp.bytes)
 	if err != nil {
 		return false, err
 	}
@@ -571,19 +718,76 @@ func (rp *repairer) end(ctx context.Context, tl *store.TableLayout, addr, w uint
 		err = rdma.FirstError(cs)
 	}
 	if err != nil {
+		// The CAS may have applied: the word may be ours now, with the
+		// entry only in the repair slot.
+		rp.log.pending = &pendingRepair{tl: tl, addr: addr, tag: tag, e: *e, led: led}
+		rp.log.abandoned.Add(1)
 		return false, err
 	}
 	if cs[1].Value != w {
 		return false, nil
 	}
-	body := binary.LittleEndian.AppendUint64(nil, e.key)
-	body = append(body, e.value...)
-	cs, err = rdma.Exec(ctx, rp.qp,
-		rdma.WorkRequest{Op: rdma.OpWrite, RKey: tl.Region.RKey, RemoteAddr: addr + store.KeyOffset, Local: body},
-		rdma.WorkRequest{Op: rdma.OpWrite, RKey: tl.Region.RKey, RemoteAddr: addr + store.MetaOffset, Local: binary.LittleEndian.AppendUint64(nil, uint64(e.meta))},
-		rdma.WorkRequest{Op: rdma.OpWrite, RKey: tl.Region.RKey, RemoteAddr: addr + store.LockOffset, Local: binary.LittleEndian.AppendUint64(nil, e.release)})
+	p := &pendingRepair{tl: tl, addr: addr, tag: tag, e: *e, led: led}
+	if err := rp.finish(ctx, p); err != nil {
+		rp.log.pending = p
+		rp.log.abandoned.Add(1)
+		return false, err
+	}
+	return true, nil
+}
+
+// pendingRepair is a repair whose word was (or may have been) taken with
+// the repairer's tag and whose writes did not complete. The repair slot
+// holds the only copy of its entry, so it is finished before any other
+// repair may overwrite that slot.
+type pendingRepair struct {
+	tl        *store.TableLayout
+	addr, tag uint64
+	e         redoEntry
+	led       *redoEntry
+}
+
+// finish writes a taken repair: the commit ledger's word first (so that a
+// retry of the transaction finds it committed), then the key and value,
+// then the header (new meta and release word) in one WRITE — the order a
+// write-back uses.
+func (rp *repairer) finish(ctx context.Context, p *pendingRepair) error {
+	var wrs []rdma.WorkRequest
+	if p.led != nil {
+		wrs = append(wrs, rdma.WorkRequest{Op: rdma.OpWrite, RKey: rp.ledger.RKey, RemoteAddr: p.led.addr,
+			Local: binary.LittleEndian.AppendUint64(nil, p.led.key)})
+	}
+	body := binary.LittleEndian.AppendUint64(nil, p.e.key)
+	body = append(body, p.e.value...)
+	hdr := binary.LittleEndian.AppendUint64(nil, uint64(p.e.meta))
+	hdr = binary.LittleEndian.AppendUint64(hdr, p.e.release)
+	wrs = append(wrs,
+		rdma.WorkRequest{Op: rdma.OpWrite, RKey: p.tl.Region.RKey, RemoteAddr: p.addr + store.KeyOffset, Local: body},
+		rdma.WorkRequest{Op: rdma.OpWrite, RKey: p.tl.Region.RKey, RemoteAddr: p.addr + store.MetaOffset, Local: hdr})
+	cs, err := rdma.Exec(ctx, rp.qp, wrs...)
 	if err == nil {
 		err = rdma.FirstError(cs)
 	}
-	return err == nil, err
+	return err
+}
+
+// resume finishes a pending repair, if the word still holds its tag (the
+// CAS that failed may not have applied). Called with repairMu held before
+// any other repair.
+func (rp *repairer) resume(ctx context.Context) error {
+	p := rp.log.pending
+	if p == nil {
+		return nil
+	}
+	_, w, err := readHeader(ctx, rp.qp, p.tl, p.addr)
+	if err != nil {
+		return err
+	}
+	if w == p.tag {
+		if err := rp.finish(ctx, p); err != nil {
+			return err
+		}
+	}
+	rp.log.pending = nil
+	return nil
 }

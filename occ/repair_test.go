@@ -3,11 +3,13 @@ package occ
 import (
 	"context"
 	"encoding/binary"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/aura-runtime/aura/rdma"
 	"github.com/aura-runtime/aura/store"
+	"github.com/aura-runtime/aura/txn"
 )
 
 // sentinelLocker grants every lock as an owner would: CAS from 0 or its free
@@ -97,7 +99,7 @@ func TestRedoRecoversOwnerSentinels(t *testing.T) {
 				tl, _ := layout.Table(accounts)
 				rp := &repairer{qp: qp, node: redoNode}
 				for addr, w := range heldWords(t, mem, layout) {
-					if _, err := rp.end(ctx, tl, addr, w, nil); err != nil {
+					if _, err := rp.end(ctx, tl, addr, w, nil, nil); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -162,11 +164,11 @@ func TestRepairSweepDeadNode(t *testing.T) {
 		live, _ := newCrashNode(t, mem, layout, 2, 0)
 		lc := live.coordinator(t)
 		// Node 5's transactions meet the tags and report them.
-		now := time.Now()
 		held := heldWords(t, mem, layout)
 		for k := range uint64(nAccounts) {
 			lc.Run(ctx, 100+k, transfer(k, (k+1)%nAccounts, 1))
 		}
+		now := time.Now() // after every sighting
 		live.log.suspectMu.Lock()
 		watched := len(live.log.suspects)
 		live.log.suspectMu.Unlock()
@@ -190,15 +192,20 @@ func TestRepairSweepDeadNode(t *testing.T) {
 		t.Error("no sweep finished a committed transfer from the dead node's record")
 	}
 
-	// A word that changed is moot.
+	// A word that changed is left alone and forgotten, due or not: its
+	// holder was alive.
 	mem, layout := newBank(t)
 	live, _ := newCrashNode(t, mem, layout, 1, 0)
 	tl, _ := layout.Table(accounts)
-	addr := tl.Region.Addr
-	live.log.Suspect(accounts, addr, store.CASTag(7, 1), time.Now())
-	st, err := live.log.Sweep(ctx, layout, time.Now().Add(2*time.Second))
-	if err != nil || st.Moot != 1 || st.Redone+st.Released != 0 {
-		t.Fatalf("sweep of a word no longer in place: %+v, %v", st, err)
+	now := time.Now()
+	live.log.Suspect(accounts, tl.Region.Addr, store.CASTag(7, 1), now)
+	live.log.Suspect(accounts, tl.Region.Addr+tl.SlotSize, store.CASTag(7, 2), now.Add(time.Second))
+	st, err := live.log.Sweep(ctx, layout, now.Add(time.Second))
+	live.log.suspectMu.Lock()
+	watched := len(live.log.suspects)
+	live.log.suspectMu.Unlock()
+	if err != nil || st != (RepairStats{}) || watched != 0 {
+		t.Fatalf("sweep of words no longer in place: %+v, %v; %d still watched", st, err, watched)
 	}
 	if total, held := bankOnMN(t, mem, layout); total != 100*nAccounts || held != 0 {
 		t.Fatalf("total %d, %d held", total, held)
@@ -221,18 +228,139 @@ func TestEndHeldFinishesCommitted(t *testing.T) {
 			c.Run(ctx, uint64(i), transfer(uint64(i), uint64(i+1), 10))
 		}
 		owner, _ := newCrashNode(t, mem, layout, 1, 0)
+		var held []HeldWord
 		for addr, w := range heldWords(t, mem, layout) {
-			st, word, err := owner.log.EndHeld(ctx, layout, accounts, addr, w)
-			if err != nil || st.Redone+st.Released != 1 || word != testFree {
-				t.Fatalf("crash at %d: EndHeld(%#x) = %+v, word %#x, %v", crashAt, addr, st, word, err)
-			}
-			redone += int(st.Redone)
+			held = append(held, HeldWord{Table: accounts, Addr: addr, Word: w})
 		}
+		st, words, err := owner.log.EndHeld(ctx, layout, held)
+		if err != nil || st.Redone+st.Released != uint64(len(held)) {
+			t.Fatalf("crash at %d: EndHeld(%v) = %+v, %v", crashAt, held, st, err)
+		}
+		for i, w := range words {
+			if w != testFree {
+				t.Fatalf("crash at %d: slot %#x left %#x, want the free sentinel", crashAt, held[i].Addr, w)
+			}
+		}
+		redone += int(st.Redone)
 		if total, held := bankOnMN(t, mem, layout); total != 100*nAccounts || held != 0 {
 			t.Fatalf("crash at %d: total %d, %d held", crashAt, total, held)
 		}
 	}
 	if redone == 0 {
 		t.Error("no committed transfer was finished from its record")
+	}
+}
+
+// TestRedoTagsUniqueAcrossIncarnations: a node numbers its CAS tags above
+// every number an earlier incarnation may have used, crashed or closed
+// cleanly, also past a reserved block: a word another node watches can
+// never become a new lock of the same number.
+func TestRedoTagsUniqueAcrossIncarnations(t *testing.T) {
+	ctx := context.Background()
+	mem, layout := newBank(t)
+	n1, _ := newCrashNode(t, mem, layout, 1, 0)
+	c := n1.coordinator(t)
+	for i := range 3 {
+		mustCommit(t, c, transfer(uint64(i), uint64(i+1), 1))
+	}
+	last := n1.log.seq.Load()
+	// Past the reserved block: the ceiling on the memory node moves first.
+	n1.log.seq.Store(n1.log.ceiling.Load() - 1)
+	for range 2 {
+		if _, err := n1.log.nextSeq(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	last = max(last, n1.log.seq.Load())
+	n2, _ := newCrashNode(t, mem, layout, 1, 0) // n1 crashed
+	first, err := n2.log.nextSeq(ctx)
+	if err != nil || first <= last {
+		t.Fatalf("after a crash the next incarnation numbers from %d (%v), the previous one used up to %d", first, err, last)
+	}
+	mustCommit(t, n2.coordinator(t), transfer(0, 1, 1))
+	last = n2.log.seq.Load()
+	if err := n2.log.Close(ctx, mem); err != nil {
+		t.Fatal(err)
+	}
+	n3, rec := newCrashNode(t, mem, layout, 1, 0)
+	if first, err := n3.log.nextSeq(ctx); rec.Scanned || err != nil || first <= last {
+		t.Fatalf("after a clean close: scanned %v, numbers from %d (%v), the previous one used up to %d", rec.Scanned, first, err, last)
+	}
+}
+
+// TestRedoRecoveryWritesLedger: with exactly-once, a transfer whose node
+// died in its write-back and that recovery finishes from its record is
+// also in the commit ledger: its client's retry on the next incarnation is
+// answered as committed and the money moves once, at every crash point.
+func TestRedoRecoveryWritesLedger(t *testing.T) {
+	ctx := context.Background()
+	const id = 1<<40 | 7
+	finished := 0
+	for crashAt := uint64(3); crashAt <= 16; crashAt++ {
+		mem, layout := newBank(t)
+		n, _ := newCrashNodeWith(t, mem, layout, 1, crashAt, crashOpts{exactlyOnce: true})
+		n.coordinator(t).Run(ctx, id, transfer(0, 1, 10))
+		n2, rec := newCrashNodeWith(t, mem, layout, 1, 0, crashOpts{exactlyOnce: true})
+		finished += rec.Redone
+		r := n2.coordinator(t).Run(ctx, id, transfer(0, 1, 10))
+		if r.Outcome != Committed {
+			t.Fatalf("crash at %d: the retry: %v %v", crashAt, r.Outcome, r.Err)
+		}
+		if b, held := balancesOnMN(t, mem, layout); b[0] != 90 || b[1] != 110 || held != 0 {
+			t.Fatalf("crash at %d: balances %v (%d held) after recovery %+v and a retry (replayed %v): want the transfer once",
+				crashAt, b, held, rec, r.Replayed)
+		}
+	}
+	if finished == 0 {
+		t.Error("no crash point left a write-back for recovery to finish")
+	}
+}
+
+// releaseCounter is a sentinelLocker that counts the locks it is told
+// were released.
+type releaseCounter struct {
+	sentinelLocker
+	released *atomic.Int64
+}
+
+func (l *releaseCounter) Released(reqs []LockRequest, _ []LockResult) { l.released.Add(int64(len(reqs))) }
+
+// TestGivenUpCommitKeepsGrants: when a commit's write-back gives up after
+// its redo record was posted, its owner-path locks are not released to
+// their owner (whose table would grant them again at the versions the
+// record names); an abort that gives up releases them.
+func TestGivenUpCommitKeepsGrants(t *testing.T) {
+	ctx := context.Background()
+	for _, commit := range []bool{true, false} {
+		mem, layout := newBank(t)
+		var released atomic.Int64
+		crashAt := uint64(0)
+		if commit {
+			crashAt = 11 // inside the write-back
+		}
+		n, _ := newCrashNodeWith(t, mem, layout, 1, crashAt, crashOpts{locker: func(qp rdma.QueuePair) Locker {
+			return &releaseCounter{sentinelLocker{qp}, &released}
+		}})
+		prog := transfer(0, 1, 10)
+		if !commit {
+			prog = func(tx txn.Tx) error {
+				if _, err := tx.GetForUpdateMany([]txn.Ref{ref(0), ref(1)}); err != nil {
+					return err
+				}
+				n.crashed.Store(true) // the abort's release cannot reach the memory node
+				return txn.ErrRollback
+			}
+		}
+		r := n.coordinator(t).Run(ctx, 1, prog)
+		switch {
+		case r.Outcome == Committed:
+			t.Fatalf("commit %v: committed", commit)
+		case n.log.abandoned.Load() == 0:
+			t.Fatalf("commit %v: nothing given up (%v %v)", commit, r.Outcome, r.Err)
+		case commit && released.Load() != 0:
+			t.Errorf("a given-up commit released %d owner-path locks", released.Load())
+		case !commit && released.Load() != 2:
+			t.Errorf("a given-up abort released %d of its 2 owner-path locks", released.Load())
+		}
 	}
 }

@@ -68,6 +68,13 @@ func (s *Service) StaleLocks(ageMicros int64, max int) []StaleLock {
 	return s.t.StaleLocks(s.now()-ageMicros, max)
 }
 
+// Unpin runs Table.Unpin.
+func (s *Service) Unpin(keys []Key) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.t.Unpin(keys)
+}
+
 // Mark runs Table.Mark.
 func (s *Service) Mark(c uint64, epoch uint64, holder Holder, keys []Key) int {
 	s.mu.Lock()

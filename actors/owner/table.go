@@ -362,6 +362,9 @@ type Table struct {
 	// the cohort that has a key marked (at most one per key).
 	slots  map[Key]control.CohortID
 	markOf map[Key]control.CohortID
+	// pinned: keys whose stale grant is being ended (StaleLocks to Unpin);
+	// Acquire refuses them, so their word cannot become a new grantee's.
+	pinned map[Key]struct{}
 }
 
 // NewTable returns an empty table.
@@ -371,7 +374,8 @@ func NewTable(cfg Config) (*Table, error) {
 	}
 	return &Table{cfg: cfg.withDefaults(), cohorts: map[control.CohortID]*cohortState{},
 		kgs: map[control.KeyGroup]control.CohortID{}, tombs: map[control.CohortID]tombstone{},
-		idem: map[idemKey]idemEntry{}, slots: map[Key]control.CohortID{}, markOf: map[Key]control.CohortID{}}, nil
+		idem: map[idemKey]idemEntry{}, slots: map[Key]control.CohortID{}, markOf: map[Key]control.CohortID{},
+		pinned: map[Key]struct{}{}}, nil
 }
 
 // Config returns the table's bounds with defaults applied.
@@ -570,6 +574,15 @@ func (t *Table) acquire(req AcquireRequest) (AcquireReply, error) {
 	}
 	rep := AcquireReply{Status: StatusOK, Epoch: cs.epoch}
 	for i, k := range req.Keys {
+		if _, p := t.pinned[k]; p {
+			// Its stale grant is being ended: the word on the memory node
+			// may be the gone holder's.
+			rep.Status, rep.ConflictIndex = StatusConflict, i
+			if oc, held := t.slots[k]; held {
+				rep.ConflictHolder = t.cohorts[oc].locks[k].holder
+			}
+			return rep, nil
+		}
 		if oc, held := t.slots[k]; held && oc != req.Cohort {
 			// Held through another cohort of this table: one holder per key
 			// in the whole table.
@@ -743,11 +756,14 @@ type StaleLock struct {
 	Holder Holder
 }
 
-// StaleLocks returns up to max locks granted before beforeMicros, in no
-// particular order. A lock held longer than any transaction attempt can
-// live is a gone holder's (a crashed grantee whose unlock never came, or a
-// write-back given up): its owner repairs the word and releases it
-// (package actors, the node's repair sweep).
+// StaleLocks returns up to max locks granted before beforeMicros and not
+// pinned yet, in no particular order, and pins their keys: Acquire refuses
+// a pinned key until Unpin. A lock held longer than any transaction attempt
+// can live is a gone holder's (a crashed grantee whose unlock never came,
+// or a write-back given up): its owner ends the word and releases the
+// grant (package actors, the node's repair sweep) while the pin keeps
+// every other grantee off the slot, even if the grant is released
+// meanwhile.
 func (t *Table) StaleLocks(beforeMicros int64, max int) []StaleLock {
 	var out []StaleLock
 	for id, cs := range t.cohorts {
@@ -755,12 +771,20 @@ func (t *Table) StaleLocks(beforeMicros int64, max int) []StaleLock {
 			if len(out) >= max {
 				return out
 			}
-			if l.grantedAt < beforeMicros {
+			if _, p := t.pinned[k]; !p && l.grantedAt < beforeMicros {
 				out = append(out, StaleLock{Cohort: id, Epoch: cs.epoch, Key: k, Holder: l.holder})
+				t.pinned[k] = struct{}{}
 			}
 		}
 	}
 	return out
+}
+
+// Unpin lets Acquire grant keys pinned by StaleLocks again.
+func (t *Table) Unpin(keys []Key) {
+	for _, k := range keys {
+		delete(t.pinned, k)
+	}
 }
 
 func (t *Table) cohortAt(c control.CohortID, epoch uint64) (*cohortState, error) {
