@@ -323,7 +323,9 @@ type releaseCounter struct {
 	released *atomic.Int64
 }
 
-func (l *releaseCounter) Released(reqs []LockRequest, _ []LockResult) { l.released.Add(int64(len(reqs))) }
+func (l *releaseCounter) Released(reqs []LockRequest, _ []LockResult) {
+	l.released.Add(int64(len(reqs)))
+}
 
 // TestGivenUpCommitKeepsGrants: when a commit's write-back gives up after
 // its redo record was posted, its owner-path locks are not released to
