@@ -181,7 +181,9 @@ func TestNodeExpiresStaleGrants(t *testing.T) {
 	defer dev.Close()
 	nc := DefaultNodeConfig("cn-1")
 	nc.ID, nc.Coordinators, nc.Logger = 1, 2, slog.New(slog.DiscardHandler)
-	nc.RequestTimeout = 150 * time.Millisecond
+	// RepairAfter 2·(1 s + 50 ms): the first transfer below runs long
+	// before the grant is stale, even on a slow machine.
+	nc.RequestTimeout = time.Second
 	nc.Engine.CleanupTimeout, nc.Engine.CleanupBackoff = 50*time.Millisecond, time.Millisecond
 	nc.Ownership = &OwnershipConfig{Names: []string{"cn-1"}}
 	n, err := NewNode(nc, dev, layout, wl)
@@ -234,7 +236,7 @@ func TestNodeExpiresStaleGrants(t *testing.T) {
 	if res := transfer(1); res.GetOutcome() == messages.TxnOutcome_TXN_OUTCOME_COMMITTED {
 		t.Fatal("a transfer committed over the dead grantee's lock")
 	}
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(15 * time.Second)
 	for {
 		var locks int
 		_ = n.own.svc.Do(func(t *owner.Table) error { locks = t.Locks(); return nil })
@@ -242,7 +244,7 @@ func TestNodeExpiresStaleGrants(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("5 s later: %d grants in the table, words %v (repair stats %+v)", locks, heldAccounts(t, layout, base), n.RepairStats())
+			t.Fatalf("15 s later: %d grants in the table, words %v (repair stats %+v)", locks, heldAccounts(t, layout, base), n.RepairStats())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

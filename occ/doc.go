@@ -95,18 +95,22 @@
 // Engine.UseRedoLog; compute nodes keep one) makes every lock endable as
 // its transaction ended.
 //
-// Records. Every commit that writes first writes a record — its tag and,
-// for each record it writes, the slot, the new meta, the release word, the
-// key and the value — into its coordinator's slot of the node's region
+// Records. Every commit that writes first writes a record — its tag, its
+// commit ledger word (with ExactlyOnce) and, for each record it writes, the
+// slot, the new meta, the release word, the key and the value — into its
+// coordinator's slot of the node's region
 // ("txn/redo/<node>/<slots>x<bytes>", CRC-32C-checked), as the first work
 // request of its write-back doorbell. The memory node runs a prefix of a
 // doorbell, so if any of the write-back ran, the whole record is there; a
 // record is written only after validation, so a record means a commit. It
 // costs one WRITE per writing transaction, in a doorbell posted anyway: no
-// round trip, no atomic. A coordinator whose write-back gives up leaves
-// its record in place and moves to a spare slot (the region has twice as
-// many as coordinators; with none left it refuses to commit writes,
-// ErrRedo).
+// round trip, no atomic. A coordinator whose commit gives up its
+// write-back after posting the record leaves the record in place and moves
+// to a spare slot (the region has as many spares as coordinators, and one
+// repair slot; with no spare left it refuses to commit writes, ErrRedo),
+// and its owner-path grants are not released: released, their slots could
+// be locked again at the versions the record names, and two records would
+// then name one slot version; the owner ends them once they are stale.
 //
 // Which record ends a held slot. For a CAS tag, the record with that tag
 // naming the slot: tags are unique per attempt, across the node's
@@ -142,20 +146,36 @@
 //     activation's held sentinel can no longer be re-taken, so an
 //     unchanged word is the same holder's.
 //   - The owner of a lock table, for a grant older than RepairAfter (a
-//     grantee that died before its unlock arrived): RedoLog.EndHeld, then
-//     the grant is dropped; the grant keeps every other grantee off the
-//     slot meanwhile, so the held word can only be that grantee's.
+//     grantee that died before its unlock arrived, or a commit that gave
+//     up): RedoLog.EndHeld, then the grant is dropped; the table pins the
+//     key meanwhile (owner.Table.StaleLocks), so no other grantee can take
+//     the slot and the held word can only be that grantee's.
 //
 // Ending with an entry takes the word first: the entry goes to the
 // repairing node's repair slot under a fresh tag of that node and the
 // word is CASed from the holder's to that tag in one doorbell; only
-// then are the key, value, meta and release word written. Two repairers
-// (or a repairer and a recovery) therefore never both write a slot, and no
-// write lands after a release; a repairer that dies in between leaves its
-// repair tag and the entry in its repair slot, which its next incarnation
-// ends like any tag of its number.
+// then are the ledger word, the key and value, and the header (meta and
+// release word, one WRITE) written. Two repairers (or a repairer and a
+// recovery) therefore never both write a slot, and no write lands after a
+// release. A repair whose writes fail is finished before any other (its
+// entry is only in the repair slot); a repairer that dies in between
+// leaves its tag and the entry in its repair slot, which its next
+// incarnation finishes first.
 //
-// Limits. The log must not be shared by two live nodes with one number: a
+// The ledger word matters with ExactlyOnce: the client of a transaction
+// that a repair finishes resubmits it, and must find it committed, not
+// apply it again.
+//
+// Limits. Safety assumes no node pauses (a stopped process, a frozen
+// virtual machine) for longer than RepairAfter in the middle of a
+// transaction: a holder that resumes after its lock was repaired would
+// write over a slot someone else may hold. The watch list holds 1,024
+// words (RepairStats.Dropped counts the others; every sweep forgets the
+// words that changed). A repair rewrites the ledger word of the
+// transaction it finishes; if that word already held a later transaction
+// of the same client lane (LedgerRing later, which a client reaches only
+// after giving up on this one), that one loses its ledger entry. The log
+// must not be shared by two live nodes with one number: a
 // node started under the number of one that still runs (a mistaken --id,
 // or a partitioned process whose name a new one took) would take that
 // node's locks for a dead incarnation's. cmd/aura numbers nodes by their
@@ -166,12 +186,16 @@
 // table forgot its holder; package actors/owner, "Limits"). A held word
 // nobody locks stays held (the sweep is on contact, not a scan of the
 // memory node; reads report only CAS tags, as a reader cannot tell a
-// retired activation's sentinel). Tests: TestRedoRecoversEveryCrashPoint
+// retired activation's sentinel). Close marks a log closed only when no
+// transaction attempt runs and none gave up. Tests:
+// TestRedoRecoversEveryCrashPoint
 // (a crash at every work request; releasing without records loses money),
 // TestRedoRecoversConcurrentCrash (balances are the reported commits plus a
 // subset of those in doubt, each whole), TestRedoKeepsAbandonedRecord,
 // TestRedoRecoversOwnerSentinels, TestRepairSweepDeadNode,
-// TestEndHeldFinishesCommitted, and on compute nodes
+// TestEndHeldFinishesCommitted, TestRedoTagsUniqueAcrossIncarnations,
+// TestRedoRecoveryWritesLedger, TestGivenUpCommitKeepsGrants,
+// owner.TestHeldRetired and TestStaleLocksPin, and on compute nodes
 // actors.TestNodeRestartRecoversLocks and TestNodeExpiresStaleGrants; the
 // process fault scenarios (cmd/aura, docs/faults.md) check that no lock
 // stays held after kill -9.

@@ -62,13 +62,14 @@ type RedoConfig struct {
 	// Node is the compute node's lock-tag number (Config.Node).
 	Node uint32
 	// Slots is the number of coordinators of the node; the region holds
-	// twice as many records: a coordinator whose write-back gave up
-	// (memory node unreachable past Config.CleanupTimeout) leaves its record
-	// for the next incarnation's recovery and takes a spare.
+	// 2·Slots+1 records: one per coordinator, a spare for each (a
+	// coordinator whose commit gave up its write-back leaves its record for
+	// the repair and takes a spare), and the repair slot.
 	Slots int
 	// RecordBytes caps one record (16 bytes of header, then 40 bytes per
-	// written record plus its value). Default 256 KiB: a TPC-C delivery
-	// writes about 130 records, some 20 KiB.
+	// written record plus its value, and 40 for the ledger word). Default
+	// 256 KiB, far above the embedded workloads' largest write set (a
+	// TPC-C delivery: about 130 records of at most a few hundred bytes).
 	RecordBytes int
 	// RepairAfter is how long a suspect lock word (RedoLog.Suspect) must
 	// stay in place before Sweep ends it: longer than any transaction

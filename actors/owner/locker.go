@@ -82,8 +82,8 @@ type NodeConfig struct {
 	// ResolveTimeout bounds how long a locker re-reads a lock word whose
 	// CAS outcome was lost with the memory-node connection. Default 5 s,
 	// occ's CleanupTimeout, for the same reason: longer than a memory-node
-	// reconnect: past it the word may stay held (H) with nobody to
-	// release it (see "Limits").
+	// reconnect: past it the word may stay held (H) until the grant is
+	// stale and its owner ends it (see "Limits").
 	ResolveTimeout time.Duration
 	// WriteLease bounds the time from asking the local table for a grant to
 	// posting the plain WRITE that sets a marked lock word held; a grant

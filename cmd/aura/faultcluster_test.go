@@ -759,6 +759,7 @@ func (c *faultCluster) verify(scenario string, lc *bankLoad, start time.Time) {
 	halted := make(chan struct{})
 	go func() { lc.halt(faultResolve); close(halted) }()
 	<-lc.stop
+	stopped := time.Now()
 	ok, desc, took := c.awaitConverged(tm.converge)
 	<-halted
 	k := &faultChecks{t: t}
@@ -809,7 +810,8 @@ func (c *faultCluster) verify(scenario string, lc *bankLoad, start time.Time) {
 			break
 		}
 	}
-	t.Logf("account locks: %d held %v after the load stopped", len(held), time.Since(waitStart).Round(100*time.Millisecond))
+	t.Logf("account locks: %d held %v after the load stopped (%v of waiting for them)", len(held),
+		time.Since(stopped).Round(100*time.Millisecond), time.Since(waitStart).Round(100*time.Millisecond))
 	if heldErr == nil && len(held) > 0 {
 		heldErr = fmt.Errorf("%d account locks still held %v after the load stopped: %s", len(held), lockWait,
 			strings.Join(held[:min(len(held), 5)], "; "))

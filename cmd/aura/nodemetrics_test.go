@@ -263,7 +263,8 @@ func TestNodeMetricsAndHealth(t *testing.T) {
 		`aura_cas_failed_total`, `aura_doorbells_total`, `aura_verb_errors_total`, `aura_verb_bytes_total{dir="read"}`,
 		`aura_owner_rpc_duration_seconds_count{op="lock"}`, `aura_owner_rpc_errors_total{op="unlock"}`,
 		`aura_cohorts{state="owned"}`, `aura_cohorts{state="frozen"}`,
-		`aura_lock_recovered_total{how="redone"}`, `aura_lock_repaired_total{how="released"}`,
+		`aura_lock_recovered_total{how="redone"}`, `aura_lock_recovered_total{how="released"}`,
+		`aura_lock_repaired_total{how="redone"}`, `aura_lock_repaired_total{how="released"}`,
 		`aura_lock_repair_moot_total`, `aura_lock_repair_dropped_total`,
 		`aura_manifest_epoch`, `aura_manifest_bytes`, `aura_manifest_cohorts`, `aura_manifest_epoch_seen`,
 		`aura_route_requests_total{source="static_fallback"}`,
@@ -295,6 +296,13 @@ func TestNodeMetricsAndHealth(t *testing.T) {
 		m2[`aura_cohorts{state="owned"}`] != 1 || m2[`aura_manifest_epoch_seen`] != 3 || m2[`aura_membership_members`] != 1 ||
 		m2[`aura_membership_events_total{kind="join"}`] < 1 || m2[`aura_planner_active`] != 0 {
 		t.Errorf("gauges: %v", m2)
+	}
+	for _, name := range []string{`aura_lock_recovered_total{how="redone"}`, `aura_lock_recovered_total{how="released"}`,
+		`aura_lock_repaired_total{how="redone"}`, `aura_lock_repaired_total{how="released"}`,
+		`aura_lock_repair_moot_total`, `aura_lock_repair_dropped_total`} {
+		if m2[name] != 0 {
+			t.Errorf("%s = %v on a node that recovered and repaired nothing", name, m2[name])
+		}
 	}
 	if _, ok := m2[`aura_planner_ticks_total`]; ok {
 		t.Error("planner series on a node without the planner")
