@@ -30,6 +30,14 @@ func runFault(t *testing.T, scenario string, n int, inject func(c *faultCluster,
 	inject(c, lc, tm)
 	lc.phase.Store(2)
 	time.Sleep(tm.after)
+	if !c.locksMustClear {
+		// A killed transaction's locks on hot keys block every client
+		// that needs them until the nodes repair them (RepairAfter, 30 s):
+		// give progress that long before the load stops.
+		for deadline := time.Now().Add(repairWait); lc.afterHeal() == 0 && time.Now().Before(deadline); {
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
 	stopDrift()
 	c.verify(scenario, lc, start)
 }

@@ -750,6 +750,13 @@ func (k *faultChecks) check(name string, err error) {
 // verify runs the checks after a scenario: the load is halted (in-doubt
 // transactions resolved), and the cluster must converge; it prints the
 // scenario's summary line.
+// afterHeal is the number of transfers committed after the heal so far.
+func (lc *bankLoad) afterHeal() uint64 {
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	return lc.committedByPhase[2]
+}
+
 func (c *faultCluster) verify(scenario string, lc *bankLoad, start time.Time) {
 	t := c.t
 	tm := faultTiming()
