@@ -323,6 +323,11 @@ func (n *Node) sweep(layout *store.Layout, repairAfter time.Duration) {
 	}
 }
 
+// redoCloseTimeout bounds the WRITE that marks the redo log closed at
+// Close: a node leaving must not wait long on a slow memory node for what
+// only saves its next start a scan.
+const redoCloseTimeout = 2 * time.Second
+
 // maxExpiredPerSweep bounds the stale grants one sweep ends (the rest wait
 // for the next sweep).
 const maxExpiredPerSweep = 256
@@ -549,8 +554,13 @@ func (n *Node) Close() error {
 	if n.redo != nil && len(n.coords) == n.cfg.Coordinators && unstopped.Load() == 0 {
 		// Every coordinator stopped: the next incarnation need not scan,
 		// unless a transaction still runs or gave up its write-back (the
-		// log checks both).
-		errs = append(errs, n.redo.Close(context.Background(), n.dev))
+		// log checks both). Best effort, bounded: if the memory node does
+		// not take the mark, the next incarnation scans, which is safe.
+		ctx, cancel := context.WithTimeout(context.Background(), redoCloseTimeout)
+		if err := n.redo.Close(ctx, n.dev); err != nil {
+			n.log.Warn("redo log not marked closed; the next start will scan", "node", n.cfg.Name, "err", err)
+		}
+		cancel()
 	}
 	for _, qp := range n.qps {
 		errs = append(errs, qp.Close())
