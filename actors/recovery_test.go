@@ -28,13 +28,7 @@ import (
 // again. A node that closed cleanly leaves nothing to recover.
 func TestNodeRestartRecoversLocks(t *testing.T) {
 	ctx := context.Background()
-	cfg := bank.DefaultConfig()
-	cfg.Accounts = 16
-	wl, err := bank.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mem, base, layout := loadedMemory(t, wl, 64<<20)
+	cfg, wl, mem, base, layout := smallBank(t)
 	nodeCfg := func() NodeConfig {
 		nc := DefaultNodeConfig("cn-1")
 		nc.ID, nc.Coordinators, nc.Logger = 1, 4, slog.New(slog.DiscardHandler)
@@ -130,8 +124,34 @@ func TestNodeRestartRecoversLocks(t *testing.T) {
 	}
 }
 
+// smallBank is a 16-account bank loaded on an emulated memory node.
+func smallBank(t *testing.T) (bank.Config, *bank.Workload, *rdma.Memory, rdma.Device, *store.Layout) {
+	t.Helper()
+	cfg := bank.DefaultConfig()
+	cfg.Accounts = 16
+	wl, err := bank.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem, base, layout := loadedMemory(t, wl, 64<<20)
+	return cfg, wl, mem, base, layout
+}
+
 // heldAccounts lists the account slots whose lock word is held.
 func heldAccounts(t *testing.T, layout *store.Layout, dev rdma.Device) []string {
+	t.Helper()
+	tl, buf := accountsOn(t, layout, dev)
+	var held []string
+	for off := uint64(0); off < uint64(len(buf)); off += tl.SlotSize {
+		if w := binary.LittleEndian.Uint64(buf[off+store.LockOffset:]); w != 0 && !store.IsFreeSentinel(w) {
+			held = append(held, fmt.Sprintf("slot %d: %#x", off/tl.SlotSize, w))
+		}
+	}
+	return held
+}
+
+// accountsOn reads the whole accounts table from the memory node.
+func accountsOn(t *testing.T, layout *store.Layout, dev rdma.Device) (*store.TableLayout, []byte) {
 	t.Helper()
 	tl, err := layout.Table(bank.AccountTable)
 	if err != nil {
@@ -150,13 +170,7 @@ func heldAccounts(t *testing.T, layout *store.Layout, dev rdma.Device) []string 
 	if err != nil {
 		t.Fatal(err)
 	}
-	var held []string
-	for off := uint64(0); off < uint64(len(buf)); off += tl.SlotSize {
-		if w := binary.LittleEndian.Uint64(buf[off+store.LockOffset:]); w != 0 && !store.IsFreeSentinel(w) {
-			held = append(held, fmt.Sprintf("slot %d: %#x", off/tl.SlotSize, w))
-		}
-	}
-	return held
+	return tl, buf
 }
 
 // TestNodeExpiresStaleGrants: a grantee on another node took a lock of
@@ -167,13 +181,7 @@ func heldAccounts(t *testing.T, layout *store.Layout, dev rdma.Device) []string 
 // free sentinel) and drops the grant, and the account is usable again.
 func TestNodeExpiresStaleGrants(t *testing.T) {
 	ctx := context.Background()
-	cfg := bank.DefaultConfig()
-	cfg.Accounts = 16
-	wl, err := bank.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mem, base, layout := loadedMemory(t, wl, 64<<20)
+	cfg, wl, mem, base, layout := smallBank(t)
 	dev, err := rdma.NewMemDevice(mem, rdma.MemConfig{})
 	if err != nil {
 		t.Fatal(err)
@@ -268,20 +276,7 @@ func TestNodeExpiresStaleGrants(t *testing.T) {
 // slotOf finds the slot address of an account.
 func slotOf(t *testing.T, layout *store.Layout, dev rdma.Device, account uint64) uint64 {
 	t.Helper()
-	tl, err := layout.Table(bank.AccountTable)
-	if err != nil {
-		t.Fatal(err)
-	}
-	qp, err := dev.CreateQP(rdma.QPConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer qp.Close()
-	buf := make([]byte, tl.Buckets*tl.BucketSize)
-	cs, err := rdma.Exec(context.Background(), qp, rdma.WorkRequest{Op: rdma.OpRead, RKey: tl.Region.RKey, RemoteAddr: tl.Region.Addr, Local: buf})
-	if err != nil || rdma.FirstError(cs) != nil {
-		t.Fatal(err, rdma.FirstError(cs))
-	}
+	tl, buf := accountsOn(t, layout, dev)
 	for off := uint64(0); off < uint64(len(buf)); off += tl.SlotSize {
 		if s := tl.DecodeSlot(buf[off:]); s.Meta.Present() && s.Key == account {
 			return tl.Region.Addr + off

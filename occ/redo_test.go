@@ -129,11 +129,9 @@ func bankOnMN(t *testing.T, mem *rdma.MemDevice, layout *store.Layout) (total in
 	return total, held
 }
 
-// balancesOnMN reads every account's balance and counts the lock words
-// still held, straight from the memory node.
-func balancesOnMN(t *testing.T, mem *rdma.MemDevice, layout *store.Layout) (balances []int64, held int) {
+// accountsOnMN reads the whole accounts table from the memory node.
+func accountsOnMN(t *testing.T, mem *rdma.MemDevice, layout *store.Layout) (*store.TableLayout, []byte) {
 	t.Helper()
-	balances = make([]int64, nAccounts)
 	tl, _ := layout.Table(accounts)
 	qp, err := mem.CreateQP(rdma.QPConfig{})
 	if err != nil {
@@ -144,6 +142,15 @@ func balancesOnMN(t *testing.T, mem *rdma.MemDevice, layout *store.Layout) (bala
 	if err := execOne(context.Background(), qp, rdma.WorkRequest{Op: rdma.OpRead, RKey: tl.Region.RKey, RemoteAddr: tl.Region.Addr, Local: buf}); err != nil {
 		t.Fatal(err)
 	}
+	return tl, buf
+}
+
+// balancesOnMN reads every account's balance and counts the lock words
+// still held, straight from the memory node.
+func balancesOnMN(t *testing.T, mem *rdma.MemDevice, layout *store.Layout) (balances []int64, held int) {
+	t.Helper()
+	balances = make([]int64, nAccounts)
+	tl, buf := accountsOnMN(t, mem, layout)
 	for off := uint64(0); off < uint64(len(buf)); off += tl.SlotSize {
 		s := tl.DecodeSlot(buf[off:])
 		if IsLocked(s.Lock) {

@@ -52,16 +52,7 @@ func sentinelLocking(qp rdma.QueuePair) Locker { return &sentinelLocker{qp: qp} 
 // heldWords lists the account slots (address → word) whose lock is held.
 func heldWords(t *testing.T, mem *rdma.MemDevice, layout *store.Layout) map[uint64]uint64 {
 	t.Helper()
-	tl, _ := layout.Table(accounts)
-	qp, err := mem.CreateQP(rdma.QPConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer qp.Close()
-	buf := make([]byte, tl.Buckets*tl.BucketSize)
-	if err := execOne(context.Background(), qp, rdma.WorkRequest{Op: rdma.OpRead, RKey: tl.Region.RKey, RemoteAddr: tl.Region.Addr, Local: buf}); err != nil {
-		t.Fatal(err)
-	}
+	tl, buf := accountsOnMN(t, mem, layout)
 	held := map[uint64]uint64{}
 	for off := uint64(0); off < uint64(len(buf)); off += tl.SlotSize {
 		if w := binary.LittleEndian.Uint64(buf[off+store.LockOffset:]); IsLocked(w) {
