@@ -537,10 +537,13 @@ func recoverLocks(ctx context.Context, qp rdma.QueuePair, layout *store.Layout, 
 			if _, w, err := readHeader(ctx, qp, tl, e.addr); err != nil {
 				return rec, err
 			} else if w == rr.tag {
-				if _, err := rp.end(ctx, tl, e.addr, w, e, ledgerEntry(rr.entries)); err != nil {
+				ended, err := rp.end(ctx, tl, e.addr, w, e, ledgerEntry(rr.entries))
+				if err != nil {
 					return rec, err
 				}
-				rec.Redone++
+				if ended {
+					rec.Redone++
+				}
 			}
 		}
 	}
