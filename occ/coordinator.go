@@ -104,8 +104,7 @@ type Coordinator struct {
 
 // NewCoordinator returns a coordinator posting on qp (which it then owns).
 // With a redo log (Engine.UseRedoLog) it takes the next record slot; a
-// coordinator beyond the log's slots cannot commit writes under memory-node
-// locks (ErrRedo).
+// coordinator beyond the log's slots cannot commit writes (ErrRedo).
 func (e *Engine) NewCoordinator(qp rdma.QueuePair) *Coordinator {
 	c := &Coordinator{e: e, qp: qp, locker: e.locker(), redo: -1}
 	if e.redo != nil {
