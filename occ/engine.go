@@ -79,7 +79,7 @@ type Engine struct {
 	redo   *RedoLog
 }
 
-// UseRedoLog makes every commit with writes under memory-node locks write
+// UseRedoLog makes every commit that writes write its redo record first
 // its redo record first (see "Crash recovery" in the package
 // documentation). Call it before creating coordinators; l must be this
 // engine's node's (Config.Node).
