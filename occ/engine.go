@@ -80,9 +80,8 @@ type Engine struct {
 }
 
 // UseRedoLog makes every commit that writes write its redo record first
-// its redo record first (see "Crash recovery" in the package
-// documentation). Call it before creating coordinators; l must be this
-// engine's node's (Config.Node).
+// (see "Crash recovery" in the package documentation). Call it before
+// creating coordinators; l must be this engine's node's (Config.Node).
 func (e *Engine) UseRedoLog(l *RedoLog) error {
 	if l.cfg.Node != e.cfg.Node {
 		return fmt.Errorf("%w: log of node %d, engine of node %d", ErrRedo, l.cfg.Node, e.cfg.Node)
