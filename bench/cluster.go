@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"google.golang.org/protobuf/proto"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -301,13 +302,21 @@ func (c *cluster) plannerStatus(timeout time.Duration) (*PlannerStats, *Migratio
 }
 
 // p99 is the 99th percentile of durations in microseconds (negative ones
-// counted as 0).
+// counted as 0), exact: the nearest-rank value of the samples. Why not the
+// Histogram: the planner keeps at most 4,096 samples, so sorting a copy is
+// cheap, and a histogram bucket's lower bound reads up to 6% low — enough
+// to report a freeze window of 10.6 ms as 10,240 µs, under a 10 ms target
+// it misses.
 func p99(us []int64) uint64 {
-	var h Histogram
-	for _, v := range us {
-		h.Record(uint64(max(v, 0)))
+	if len(us) == 0 {
+		return 0
 	}
-	return h.Quantile(0.99)
+	s := slices.Clone(us)
+	slices.Sort(s)
+	// Nearest rank: the smallest sample with at least 99% of the samples
+	// at or below it.
+	v := s[(99*len(s)+99)/100-1]
+	return uint64(max(v, 0))
 }
 
 // mean is sum/n, 0 when n is 0.
