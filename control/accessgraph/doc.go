@@ -55,10 +55,13 @@
 //     k being the number of Ticks since it was applied; after k Ticks
 //     without input a weight is exactly λ^k of itself. Tick then forgets
 //     edges and edge-less key groups below Epsilon, keeps each key group's
-//     MaxEdgesPerNode heaviest edges when the graph holds over 1.25 times
-//     that many per key group (and filters new edges against those
-//     thresholds until the next trim), and trims tables above MaxNodes / MaxEdges to
-//     TrimFraction of the cap, lightest first.
+//     MaxEdgesPerNode heaviest edges by projected weight (the weight the
+//     edge would have ProjectTicks on, were its recent co-access to hold)
+//     when the graph holds over 1.25 times that many per key group (and
+//     filters edges against those thresholds until the next trim: new
+//     ones by decayed weight, or by projected weight at a key group whose
+//     partners changed — a drift), and trims tables above MaxNodes /
+//     MaxEdges to TrimFraction of the cap, lightest first.
 //   - Accessors: W, R, FallbackCAS, EdgeWeight, TypedEdge, Neighbors,
 //     HomeDist / HomeProb, NodeLoad, CNs, KeyGroups; and for array-based
 //     hot loops NodeID-indexed ones (ID, KG, WOf, NeighborsOf, NumIDs) and

@@ -58,17 +58,38 @@ type GraphConfig struct {
 	MaxEdges int
 	// MaxEdgesPerNode bounds the graph by its structure: at Tick, when the
 	// graph holds more than 1.25·MaxEdgesPerNode·(key groups) edges, every
-	// key group keeps only its MaxEdgesPerNode heaviest incident edges (an
-	// edge survives if it is among the heaviest of either endpoint; exact
-	// ties are kept), and until the next such trim, new edges lighter than
-	// both endpoints' MaxEdgesPerNode-th heaviest (as of that trim, decayed)
-	// are not added. Sampled co-access produces far more distinct pairs than
+	// key group keeps only its MaxEdgesPerNode heaviest incident edges by
+	// projected weight (see ProjectTicks; an edge survives if it is among
+	// the heaviest of either endpoint; exact ties are kept), and until the
+	// next such trim, edges lighter than both endpoints' MaxEdgesPerNode-th
+	// heaviest (as of that trim, decayed) are dropped, and new ones not
+	// added. Sampled co-access produces far more distinct pairs than
 	// structure (a pair seen once lingers for dozens of ticks) and each
 	// planner tick costs O(edges); keeping every key group's strongest
 	// associations — whatever its absolute weight, so that a lightly loaded
 	// region keeps its structure too — bounds the tick (9,216 key groups →
-	// ≤ 147,456 edges). 0 disables it. Default 16.
+	// ≤ 147,456 edges after a trim). 0 disables it. Default 16.
 	MaxEdgesPerNode int
+	// ProjectTicks is the horizon of the projected weight the per-node
+	// trim ranks edges by: the combined weight the edge would have
+	// ProjectTicks ticks on if its recent co-access (the fast weight) held,
+	// c·λ^h + Fast·FastScale·(1 − λ^h). A new edge is weighed by its
+	// decayed weight alone (its fast weight is one sample, no rate yet),
+	// except at a key group that drifted: whose refused new co-access, by
+	// fast weight, exceeds driftShare times its edges' (GraphStats.
+	// Drifting). Why: after a drift a key group's new co-access is light in
+	// the decayed weights for ~15 ticks while its old edges still fill its
+	// MaxEdgesPerNode; ranked by decayed weight alone, the new edges were
+	// refused as they came and the generator never saw the co-access move
+	// (a tenant of 16 key groups has 15 partners: after a second drift two
+	// old layouts filled the places). Projected, the old edges lose their
+	// rank within a few ticks of going quiet, and the new ones enter.
+	// Longer horizons let them in sooner and rank more of the sampling
+	// noise's recent pairs up (the reshaped TPC-C tick grows: 3 ticks were
+	// the least that brought the tenant drift test's second drift back in
+	// time, 8 cost half again in graph size). 0 ranks by decayed weight
+	// only. Default 5.
+	ProjectTicks int
 	// TrimFraction is the fill level Tick trims an over-full table to.
 	// Default 0.9: 10% headroom for new entries per tick, so a newly hot key
 	// group gets in within a tick while the trimming sort runs rarely.
@@ -104,6 +125,7 @@ func DefaultGraphConfig() GraphConfig {
 		MaxNodes:        1 << 21,
 		MaxEdges:        1 << 20,
 		MaxEdgesPerNode: 16,
+		ProjectTicks:    5,
 		TrimFraction:    0.9,
 		MaxHomes:        4,
 		MaxSenders:      1024,
@@ -138,6 +160,9 @@ func (c GraphConfig) Validate() error {
 	}
 	if c.MaxEdgesPerNode < 0 {
 		errs = append(errs, fmt.Errorf("MaxEdgesPerNode %d must not be negative", c.MaxEdgesPerNode))
+	}
+	if c.ProjectTicks < 0 || c.ProjectTicks > 1000 {
+		errs = append(errs, fmt.Errorf("ProjectTicks %d must be in [0, 1000]", c.ProjectTicks))
 	}
 	if !(c.TrimFraction > 0 && c.TrimFraction <= 1) {
 		errs = append(errs, fmt.Errorf("TrimFraction %v must be in (0, 1]", c.TrimFraction))
@@ -219,6 +244,12 @@ type GraphStats struct {
 	EvictedNodes, EvictedEdges uint64
 	// PrunedNodes and PrunedEdges count entries Tick forgot below Epsilon.
 	PrunedNodes, PrunedEdges uint64
+	// Drifting is how many key groups the last Tick found drifting: their
+	// new co-access refused by the per-node thresholds outweighs, by fast
+	// weight, driftShare times their edges' (see ProjectTicks).
+	Drifting int
+	// PerNodeTrims counts the per-node trims (see MaxEdgesPerNode).
+	PerNodeTrims uint64
 }
 
 type homeEntry struct {
@@ -299,7 +330,11 @@ type Graph struct {
 	removals  uint64    // key groups removed so far (IDGeneration)
 	thrActive bool      // thr holds thresholds of a per-node trim
 	degOK     bool      // deg matches base
-	thr       []float64 // per key group: weight of its MaxEdgesPerNode-th heaviest edge at the last trim (decayed)
+	thr       []float64 // per key group: projected weight of its MaxEdgesPerNode-th heaviest edge at the last trim (decayed)
+	rej       []float64 // per key group: fast weight of its new edges the per-node thresholds refused (decayed by FastLambda)
+	drift     []bool    // per key group: drifting at the last Tick (see ProjectTicks)
+	fsum      []float64 // scratch of merge (per key group, its edges' fast weight) and trimPerNode (thresholds)
+	fastAcc   float64   // lazy decay of rej: actual = stored·fastAcc
 	local     localIDs  // kg → id of the summary being applied
 	homeScale float64   // lazy decay of homes and other: actual = stored·homeScale
 	nodeScale float64   // lazy decay of w, r, fb, thr: actual = stored·nodeScale
@@ -320,6 +355,7 @@ func NewGraph(cfg GraphConfig) (*Graph, error) {
 		cfg:       cfg,
 		homeScale: 1,
 		nodeScale: 1,
+		fastAcc:   1,
 		senders:   make(map[string]*sender),
 	}
 	return g, nil
@@ -540,10 +576,12 @@ func (g *Graph) node(kg control.KeyGroup) NodeID {
 		g.kg[id] = kg
 		g.live[id] = true
 		g.w[id], g.r[id], g.fb[id], g.deg[id], g.other[id] = 0, 0, 0, 0, 0
-		g.thr[id] = math.Inf(-1)
+		g.thr[id], g.rej[id], g.drift[id] = math.Inf(-1), 0, false
 	} else {
 		id = NodeID(len(g.kg))
 		g.thr = append(g.thr, math.Inf(-1))
+		g.rej = append(g.rej, 0)
+		g.drift = append(g.drift, false)
 		g.kg = append(g.kg, kg)
 		g.live = append(g.live, true)
 		g.w = append(g.w, 0)
@@ -691,7 +729,7 @@ func (g *Graph) endBatch() {
 	}
 	alpha := g.cfg.AlphaWR
 	perNode := g.thrActive
-	thr, ns := g.thr, g.nodeScale
+	projC, projF := g.projWeights()
 	base, fresh, uoff := g.base, g.fresh, g.uoff
 	// Survivors are appended to fresh's merge buffer as they come (in key
 	// order) between the fresh edges that precede them.
@@ -739,8 +777,10 @@ func (g *Graph) endBatch() {
 			g.stats.PrunedEdges++
 			continue
 		}
-		if perNode && c < thr[u]*ns && c < thr[v]*ns {
+		if perNode && !g.admit(c, ne.Fast, u, v, projC, projF) {
 			g.stats.EvictedEdges++ // below both endpoints' per-node thresholds
+			g.rej[u] += ne.Fast / g.fastAcc
+			g.rej[v] += ne.Fast / g.fastAcc
 			continue
 		}
 		out = append(out, ne)
@@ -797,7 +837,12 @@ func (g *Graph) merge(scale, fscale, eps float64, evicted []NodeID) {
 	}
 	checkLive := len(evicted) > 0
 	perNode := g.thrActive // thresholds exist only after a per-node trim
+	projC, projF := g.projWeights()
 	thr, ns := g.thr, g.nodeScale
+	var inF []float64
+	if perNode {
+		inF = g.fastSum()
+	}
 	emit := func(e Edge) {
 		e.WW, e.WR, e.Fast = e.WW*scale, e.WR*scale, e.Fast*fscale
 		u, v := NodeID(e.Key>>32), NodeID(uint32(e.Key))
@@ -806,13 +851,17 @@ func (g *Graph) merge(scale, fscale, eps float64, evicted []NodeID) {
 			g.stats.PrunedEdges++
 			return
 		}
-		if perNode && c < thr[u]*ns && c < thr[v]*ns {
+		if p := projC*c + projF*e.Fast; perNode && p < thr[u]*ns && p < thr[v]*ns {
 			g.stats.EvictedEdges++ // below both endpoints' per-node thresholds
 			return
 		}
 		if checkLive && (!g.live[u] || !g.live[v]) {
 			g.stats.EvictedEdges++
 			return
+		}
+		if perNode {
+			inF[u] += e.Fast
+			inF[v] += e.Fast
 		}
 		out = append(out, e)
 	}
@@ -851,6 +900,16 @@ func (g *Graph) merge(scale, fscale, eps float64, evicted []NodeID) {
 			e.Fast += pend[j].Fast
 		}
 		emit(e)
+	}
+	if perNode {
+		fa := g.fastAcc // decayed by this Tick already, like e.Fast
+		g.stats.Drifting = 0
+		for i := range inF {
+			g.drift[i] = g.rej[i]*fa > driftShare*inF[i]
+			if g.drift[i] {
+				g.stats.Drifting++
+			}
+		}
 	}
 	g.base, g.next = out, base[:0]
 	g.fresh = fresh[:0]
@@ -951,9 +1010,59 @@ func (t *localIDs) get(kg uint64) (NodeID, bool) {
 // edgeCap is the effective global edge cap.
 func (g *Graph) edgeCap() int { return g.cfg.MaxEdges }
 
+// admit reports whether a new edge of combined weight c and fast weight f
+// between u and v passes the per-node thresholds: its projected weight
+// is at least either endpoint's threshold, counting its fast weight only
+// at an endpoint that drifted (see ProjectTicks). One sample is no rate:
+// counted everywhere, it let a tick's worth of sampling noise in at every
+// key group.
+func (g *Graph) admit(c, f float64, u, v NodeID, projC, projF float64) bool {
+	ns := g.nodeScale
+	pu, pv := projC*c, projC*c
+	if g.drift[u] || g.drift[v] {
+		p := projC*c + projF*f
+		if g.drift[u] {
+			pu = p
+		}
+		if g.drift[v] {
+			pv = p
+		}
+	}
+	return pu >= g.thr[u]*ns || pv >= g.thr[v]*ns
+}
+
+// driftShare: a key group is drifting when the new co-access the per-node
+// thresholds refused it, by fast weight, exceeds driftShare times its
+// edges' fast weight: its partners changed. Sampling noise refuses some
+// of every key group's co-access; at 4, 5–6% of reshaped TPC-C's key
+// groups are flagged at a time (GraphStats.Drifting in the cohort
+// generator's Step/tpcc benchmark), and a drifted tenant's key groups
+// within a few ticks of the drift.
+const driftShare = 4
+
+// fastSum returns a zeroed per-key-group scratch array (merge's fast
+// weights, trimPerNode's thresholds).
+func (g *Graph) fastSum() []float64 {
+	n := len(g.kg)
+	if cap(g.fsum) < n {
+		g.fsum = make([]float64, n)
+	}
+	fs := g.fsum[:n]
+	clear(fs)
+	return fs
+}
+
+// projWeights returns the factors of the projected weight (ProjectTicks):
+// projected = projC·combined + projF·Fast.
+func (g *Graph) projWeights() (projC, projF float64) {
+	pc := math.Pow(g.cfg.Lambda, float64(g.cfg.ProjectTicks))
+	return pc, (1 - pc) * g.FastScale()
+}
+
 // trimPerNode keeps, of every key group's edges, its MaxEdgesPerNode
-// heaviest (ties kept): an edge survives if it is among the heaviest of
-// either endpoint. It costs a few passes over the edges, so it runs at Tick
+// heaviest by projected weight (ties kept): an edge survives if it is
+// among the heaviest of either endpoint. It costs a few passes over the
+// edges, so it runs at Tick
 // only when the graph holds more than 1.25·MaxEdgesPerNode·(key groups)
 // edges; it records each key group's threshold (decayed with the weights),
 // and every merge in between drops incoming edges below the thresholds of
@@ -963,6 +1072,8 @@ func (g *Graph) trimPerNode() {
 	if k <= 0 || 4*len(g.base) <= 5*k*g.nLive {
 		return
 	}
+	projC, projF := g.projWeights()
+	g.stats.PerNodeTrims++
 	alpha := g.cfg.AlphaWR
 	n := len(g.kg)
 	// Incident weights grouped by key group (counting sort).
@@ -984,28 +1095,34 @@ func (g *Graph) trimPerNode() {
 	pos := resizeI32(g.pos, n)
 	copy(pos, off[:n])
 	for _, e := range g.base {
-		c := e.WW + alpha*e.WR
+		c := projC*(e.WW+alpha*e.WR) + projF*e.Fast
 		u, v := e.Key>>32, uint32(e.Key)
 		ws[pos[u]] = c
 		pos[u]++
 		ws[pos[v]] = c
 		pos[v]++
 	}
-	// Per key group threshold: its k-th heaviest incident weight.
+	// Per key group threshold: its k-th heaviest incident weight. The
+	// trim compares with kth, the thresholds as they are: divided by the
+	// decay scale and multiplied back, a threshold can round an ulp above
+	// itself, and a key group whose edges all weigh the same would lose
+	// every one.
 	thr := g.thr[:n]
+	kth := g.fastSum()
 	for i := range n {
 		lo, hi := off[i], off[i+1]
 		if int(hi-lo) <= k {
-			thr[i] = math.Inf(-1)
+			thr[i], kth[i] = math.Inf(-1), math.Inf(-1)
 			continue
 		}
-		thr[i] = KthLargest(ws[lo:hi], k) / g.nodeScale // stored like node weights
+		kth[i] = KthLargest(ws[lo:hi], k)
+		thr[i] = kth[i] / g.nodeScale // stored like node weights
 	}
 	j := 0
 	for _, e := range g.base {
 		c := e.WW + alpha*e.WR
 		u, v := NodeID(e.Key>>32), NodeID(uint32(e.Key))
-		if c >= thr[u]*g.nodeScale || c >= thr[v]*g.nodeScale {
+		if p := projC*c + projF*e.Fast; p >= kth[u] || p >= kth[v] {
 			g.base[j] = e
 			j++
 			continue
@@ -1131,6 +1248,14 @@ func (g *Graph) Tick() {
 		}
 		g.nodeScale = 1
 	}
+	g.fastAcc *= g.cfg.FastLambda
+	if g.fastAcc < 1e-100 {
+		f := g.fastAcc
+		for id := range g.rej {
+			g.rej[id] *= f
+		}
+		g.fastAcc = 1
+	}
 	// Home weights only matter relative to each other (P(home)), so they
 	// decay lazily: a global scale, folded into the entries when it gets
 	// small.
@@ -1235,7 +1360,7 @@ func (g *Graph) removeNode(id NodeID) {
 		g.nLive--
 	}
 	g.w[id], g.r[id], g.fb[id], g.deg[id], g.other[id] = 0, 0, 0, 0, 0
-	g.thr[id] = math.Inf(-1)
+	g.thr[id], g.rej[id], g.drift[id] = math.Inf(-1), 0, false
 	hs := g.homes[int(id)*g.cfg.MaxHomes : (int(id)+1)*g.cfg.MaxHomes]
 	for j := range hs {
 		hs[j] = homeEntry{node: control.Unowned}

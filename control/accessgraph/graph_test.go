@@ -644,3 +644,109 @@ func TestKthLargest(t *testing.T) {
 		}
 	}
 }
+
+// TestPerNodeCapKeepsNewCoAccess: the tenant workload's second drift.
+// Every key group has 15 partners (groups of 16) and changes them twice;
+// after the second change the two layouts before fill its 16 places
+// (MaxEdgesPerNode). Ranked and admitted by decayed weight alone, the new
+// edges were refused as they came and the move never showed in the graph.
+// Ranked by projected weight (ProjectTicks), with the key groups found
+// drifting admitting new edges by it, most of them (enough to connect
+// each new group) are there ten ticks after the move, and the graph stays
+// within its bound. With ProjectTicks 0 (the decayed ranking) almost none
+// are.
+func TestPerNodeCapKeepsNewCoAccess(t *testing.T) {
+	have, want := driftedEdges(t, 5)
+	if have < want/2 {
+		t.Errorf("ProjectTicks 5: %d of %d edges of the new layout in the graph 10 ticks after the move, want ≥ 50%%", have, want)
+	}
+	have0, _ := driftedEdges(t, 0)
+	if have0 > want/10 {
+		t.Errorf("ProjectTicks 0: %d of %d edges of the new layout in the graph; the scenario does not fill the key groups' places", have0, want)
+	}
+	t.Logf("new layout's edges in the graph 10 ticks after the move: %d of %d projected, %d by decayed weight", have, want, have0)
+}
+
+// driftedEdges runs three layouts of 64 groups of 16 key groups (40, 20
+// and 10 ticks) with light noise, and returns how many of the last
+// layout's edges the graph holds at the end.
+func driftedEdges(t *testing.T, projectTicks int) (have, want int) {
+	const n, p = 1024, 15 // groups of p+1 key groups: p partners each
+	g := mustGraph(t, func(c *GraphConfig) { c.ProjectTicks = projectTicks })
+	// layout 0 groups key groups by i/(p+1); layout 1 by i%(n/(p+1));
+	// layout 2 by a permutation of i, then /(p+1).
+	group := func(layout, i int) int {
+		switch layout {
+		case 0:
+			return i / (p + 1)
+		case 1:
+			return i % (n / (p + 1))
+		}
+		return (i*7 + 3) % n / (p + 1)
+	}
+	partners := func(layout, i int) []int {
+		var ps []int
+		for j := range n {
+			if j != i && group(layout, j) == group(layout, i) {
+				ps = append(ps, j)
+			}
+		}
+		return ps
+	}
+	tick := uint64(0)
+	step := func(layout int) {
+		tick++
+		s := &messages.AccessSummary{Version: 2, Node: "a", Tick: tick}
+		for i := range n {
+			s.Nodes = append(s.Nodes, &messages.NodeWeight{Kg: uint64(i), WriteWeight: 1})
+			for _, j := range partners(layout, i) {
+				if i < j {
+					// Weights vary as sampled ones do (0.5..1.5): no
+					// exact ties at the thresholds.
+					x := float64((i*131+j*17+int(tick)*7)%101) / 100
+					s.TypedEdges = append(s.TypedEdges, &messages.TypedEdge{A: uint64(i), B: uint64(j), Ww: 0.5 + x})
+				}
+			}
+			// Light noise (sampled cross-group pairs) keeps the graph
+			// above the trim's trigger, as sampled co-access does.
+			for r := range 4 {
+				if j := (i*7919 + int(tick)*31 + r*104729) % n; j != i {
+					s.TypedEdges = append(s.TypedEdges, &messages.TypedEdge{A: uint64(min(i, j)), B: uint64(max(i, j)), Ww: 0.5})
+				}
+			}
+		}
+		if err := g.Apply(s); err != nil {
+			t.Fatal(err)
+		}
+		g.Tick()
+	}
+	for range 40 {
+		step(0)
+	}
+	for range 20 {
+		step(1)
+	}
+	for range 10 {
+		step(2)
+	}
+	if st := g.Stats(); st.EvictedEdges == 0 {
+		t.Fatal("the per-node trim never ran: the test does not exercise it")
+	}
+	present := func(layout int) (have, want int) {
+		for i := range n {
+			for _, j := range partners(layout, i) {
+				want++
+				if g.EdgeWeight(control.KeyGroup(i), control.KeyGroup(j)) > 0 {
+					have++
+				}
+			}
+		}
+		return have, want
+	}
+	// The projection replaces edges, it does not add room: the graph
+	// stays within the trim's trigger plus one tick of new edges.
+	if _, edges := g.Len(); edges > 5*16*n/4+n*(p+8)/2 {
+		t.Errorf("ProjectTicks %d: %d edges, above the per-node bound", projectTicks, edges)
+	}
+	return present(2)
+}

@@ -144,8 +144,10 @@ func benchStep(b *testing.B, g *accessgraph.Graph, gen *Generator, wl *workload,
 	}
 	nodes, edges := g.Len()
 	out := gen.Step(g)
-	b.Logf("graph: %d key groups, %d edges; %d edge updates per tick; cohorts: %d (published %d, %d key groups, sizes %d..%d)",
-		nodes, edges, edgesIn, out.Stats.Cohorts, out.Stats.Published, out.Stats.PublishedKGs, out.Stats.MinSize, out.Stats.MaxSize)
+	b.Logf("graph: %d key groups (%d drifting), %d edges; %d edge updates per tick; cohorts: %d (published %d, %d key groups, sizes %d..%d)",
+		nodes, g.Stats().Drifting, edges, edgesIn, out.Stats.Cohorts, out.Stats.Published, out.Stats.PublishedKGs, out.Stats.MinSize, out.Stats.MaxSize)
+	trims0 := g.Stats().PerNodeTrims
+	b.Cleanup(func() { b.Logf("per-node trims: %d in %d ticks", g.Stats().PerNodeTrims-trims0, b.N) })
 	var tickCPU, stepCPU, applyCPU time.Duration
 	var tickWall, stepWall, refineWall, worstWall, bgWall time.Duration
 	refines, bgRefines := 0, 0

@@ -68,6 +68,11 @@
 //     on co-access that still happens (fast cross ≥ half the decayed
 //     cross), without the same-home exception, and refinement (Louvain on
 //     the decayed graph) waits, so the old cohorts are not re-formed.
+//   - Misplaced members: for refineHold ticks after a mass move (a Step
+//     detaching ≥ 5% of the tracked key groups for moved co-access), a
+//     member whose recent and decayed co-access both go mostly to one other
+//     cohort with room counts as stray too: a re-formed cohort can keep a
+//     key group of another group by its old edges (misplaced.go).
 //   - The cut heuristic: a max-adjacency (Prim-like) ordering of the
 //     cohort's induced subgraph from its heaviest key group, and again from
 //     the last key group of that order; every prefix is a candidate cut and

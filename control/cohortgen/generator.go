@@ -70,6 +70,9 @@ type Stats struct {
 	// Moved counts, among Detached, the members detached because their
 	// recent co-access left their cohort (see coAccessMoved).
 	Moved int
+	// Misplaced counts, among Detached, the members detached because their
+	// recent co-access went to another cohort (see isMisplaced).
+	Misplaced int
 }
 
 // Output is what one Step decided.
@@ -218,6 +221,11 @@ type Generator struct {
 	newStr   map[idPair]int
 	cands    []mergeCand
 	ev       events
+
+	// Misplaced members (misplaced.go).
+	massMovedAt uint64               // last tick a Step detached ≥ massMove of the tracked key groups for moved co-access (0: never)
+	mis         misplaced            // members flagged for, and their weights summed in, the edge pass
+	misNow      []accessgraph.NodeID // members judged misplaced this Step
 }
 
 type mergeCand struct {
@@ -730,6 +738,8 @@ func (gen *Generator) edgePass(g *accessgraph.Graph) {
 	}
 	sigIn := resizeU(gen.sigIn, len(tracked))
 	clear(sigIn)
+	gen.mis.begin(g, nIDs)
+	mis := &gen.mis
 	gen.fastK = g.FastScale()
 	sigma := gen.cfg.Significance
 	for _, e := range edges {
@@ -784,6 +794,14 @@ func (gen *Generator) edgePass(g *accessgraph.Graph) {
 		}
 		ext[cu] += w
 		ext[cv] += w
+		if mis.n > 0 {
+			if mis.flagged(u) {
+				mis.add(u, cv, f, w)
+			}
+			if mis.flagged(v) {
+				mis.add(v, cu, f, w)
+			}
+		}
 		// Pairs that may merge, and every significant pair of a small
 		// cohort (its best partner may be too large to merge with).
 		if sig && (size[cu]+size[cv] <= maxSize || size[cu] <= small || size[cv] <= small) {
@@ -820,7 +838,10 @@ func (gen *Generator) detach() {
 	persist := gen.cfg.PersistWindows
 	n := len(gen.cohorts)
 	size := gen.sSize // the edge pass's len(kgs) per position
+	gen.misNow = gen.misNow[:0]
+	movedBefore, tracked := gen.ev.stats.Moved, 0
 	for ci := 0; ci < n; ci++ {
+		tracked += int(size[ci])
 		// No cohort is dead or touched before detach (refresh cleared
 		// touched and compacted the dead; admit and schedule do neither),
 		// and refresh left a cohort of one without strays: skip those
@@ -842,6 +863,10 @@ func (gen *Generator) detach() {
 				v := stayed
 				if collapsed {
 					v = gen.coAccessMoved(gid)
+				}
+				if v == stayed && gen.isMisplaced(ci, gid) {
+					v = moved
+					gen.misNow = append(gen.misNow, gid)
 				}
 				switch v {
 				case stayed:
@@ -910,7 +935,12 @@ func (gen *Generator) detach() {
 			}
 			s := &cohort{id: gen.newID(), kgs: []control.KeyGroup{kg}, gids: []accessgraph.NodeID{c.gids[j]},
 				mw: []float64{c.mw[j]}, w: c.mw[j], version: 1, touched: true, resetAt: gen.tick}
-			if gid := c.gids[j]; gid >= 0 && gen.sigIn[gid>>6]&(1<<(gid&63)) != 0 {
+			switch gid := c.gids[j]; {
+			case gid >= 0 && slices.Contains(gen.misNow, gid):
+				// Neither refinement nor its merges are held back (see
+				// Misplaced members).
+				gen.ev.stats.Misplaced++
+			case gid >= 0 && gen.sigIn[gid>>6]&(1<<(gid&63)) != 0:
 				gen.ev.stats.Moved++
 				gen.movedAt, s.movedAt = gen.tick, gen.tick
 			}
@@ -929,6 +959,9 @@ func (gen *Generator) detach() {
 		c.touched = true
 		c.resetAt = gen.tick
 		gen.ev.detached = append(gen.ev.detached, ev)
+	}
+	if moved := gen.ev.stats.Moved - movedBefore; moved > 0 && float64(moved) >= massMove*float64(tracked) {
+		gen.massMovedAt = gen.tick
 	}
 }
 
@@ -965,6 +998,11 @@ const (
 	movedMinWeight = 64
 	movedCohort    = 0.5
 )
+
+// massMove: a Step that detaches at least this share of the tracked key
+// groups for moved co-access is a drift of the workload's layout (see
+// Misplaced members).
+const massMove = 0.05
 
 // dissolveShare: when at least this share of a cohort's members is
 // detached for moved co-access in a Step, the members whose co-access has

@@ -21,7 +21,9 @@
 //     the planner's cooldown and budgets) or, when a re-cut puts it in a
 //     cohort another node owns, outside its cooldown and toward the node
 //     that runs more of its transactions; otherwise it stays with its owner
-//     in a remnant of its previous cohort.
+//     in a remnant of its previous cohort (or, when that cohort's id moved
+//     to another node in the same tick, leaves the map until the planner
+//     places it again).
 //   - The same heartbeats and ticks give the same maps (determinism).
 //
 // The simulator runs the same generator and planner with its own
@@ -570,8 +572,10 @@ func (l *Loop) guardRecutMoves(next *control.OwnerMap, plan ownership.Plan, in T
 	}
 	// A remnant takes its previous cohort's id: as a new cohort when next
 	// does not use that id, joined to it when next gives that id to the
-	// same owner. When next gives the id to another node the key groups
-	// follow it after all (rare: the id's cohort moved this very tick).
+	// same owner. When next gives the id to another node (rare: the id's
+	// cohort moved this very tick) the remnant leaves the map: following
+	// the id would move its key groups inside their cooldown, and there is
+	// no other id to give it.
 	at := make(map[control.CohortID]int, len(out.Cohorts))
 	for i, p := range out.Cohorts {
 		at[p.ID] = i
@@ -587,13 +591,9 @@ func (l *Loop) guardRecutMoves(next *control.OwnerMap, plan ownership.Plan, in T
 			out.Cohorts[i].KeyGroups = append(out.Cohorts[i].KeyGroups, r.kgs...)
 			slices.Sort(out.Cohorts[i].KeyGroups)
 		default:
-			for _, kg := range r.kgs {
-				id, _ := l.placedIn(next, kg) // every remnant key group is in next
-				j := at[id]
-				out.Cohorts[j].KeyGroups = append(out.Cohorts[j].KeyGroups, kg)
-				slices.Sort(out.Cohorts[j].KeyGroups)
-				moved = append(moved, kg)
-			}
+			// Evicted (to the fallback path) rather than moved with the
+			// id outside their cooldown: the planner places them again.
+			moved = append(moved, r.kgs...)
 		}
 	}
 	slices.SortFunc(out.Cohorts, func(a, b control.Placement) int { return cmp.Compare(a.ID, b.ID) })
