@@ -180,7 +180,7 @@ func (o *ownership) freezeIn(t *owner.Table, m *messages.Freeze) (*messages.Free
 		// Frozen already (this migration's Freeze repeated, or frozen by a
 		// map or a leave): it grants nothing, which is all a freeze promises.
 		if f.migration == noMigration {
-			f.migration, f.awaitPublish = m.GetMigrationId(), true
+			f.migration, f.awaitPublish, f.awaitSince = m.GetMigrationId(), true, now
 			f.moved = owner.Moved{Owner: m.GetNewOwner(), Epoch: m.GetNewEpoch()}
 			o.frozen[id] = f
 		}
@@ -204,7 +204,7 @@ func (o *ownership) freezeIn(t *owner.Table, m *messages.Freeze) (*messages.Free
 	}
 	o.deactivated(id, e)
 	o.frozen[id] = frozenCohort{epoch: e, moved: owner.Moved{Owner: m.GetNewOwner(), Epoch: m.GetNewEpoch()},
-		migration: m.GetMigrationId(), awaitPublish: true, kgs: o.owned[id]}
+		migration: m.GetMigrationId(), awaitPublish: true, awaitSince: now, kgs: o.owned[id]}
 	delete(o.owned, id)
 	delete(o.epoch, id)
 	ack.Status, ack.HeldLocks = ackOK, heldLocks(t, id)
@@ -382,10 +382,17 @@ func (o *ownership) abortMoveIn(t *owner.Table, m *messages.MigrationAbort) (*me
 		// Stays frozen, retired once drained: the node is not to own it,
 		// or is leaving, or already installed a map at or past the move's
 		// epoch (a late abort of an older planner's migration: that map,
-		// not the abort, decides where the cohort is).
+		// not the abort, decides where the cohort is). The migration is
+		// over: nothing will publish it, so it no longer waits for that.
+		f.awaitPublish = false
+		o.frozen[id] = f
 		return ack, false
 	}
 	if err := t.Thaw(id, f.epoch); err != nil {
+		// Its key groups went to another cohort meanwhile: it cannot be
+		// restored here, and is retired once drained like the above.
+		f.awaitPublish = false
+		o.frozen[id] = f
 		ack.Status, ack.Error = ackError, err.Error()
 		return ack, false
 	}

@@ -491,3 +491,57 @@ func TestMigrationBatch(t *testing.T) {
 		t.Fatalf("after the publication: %d frozen and %d owned activations on a, want none", frozen, owned)
 	}
 }
+
+// TestMigrationAbortedFreezeIsRetired: a migration's frozen activation
+// waits for the move's publication before it is retired. If the migration
+// ends without one — rolled back while this node is not to own the cohort,
+// or its messages lost and its planner gone — nothing would end that wait
+// in a cluster that publishes no newer map, and the activation stayed
+// frozen for good (a soak test's convergence failure). Aborted, it is
+// retired once drained; abandoned, once awaitPublishLimit has passed.
+func TestMigrationAbortedFreezeIsRetired(t *testing.T) {
+	freeze := func(r *migrationRig, id uint64) {
+		t.Helper()
+		rep, _ := r.nodes["a"].migrate(context.Background(), &messages.Freeze{MigrationId: id, CohortId: uint64(rigCohort), Epoch: 1,
+			NewOwner: "b", NewEpoch: 2})
+		if st := ackStatus(rep); st != ackOK {
+			t.Fatalf("freeze: %v", st)
+		}
+	}
+	retire := func(r *migrationRig) bool {
+		o := r.nodes["a"]
+		o.mu.Lock()
+		o.retireDrained()
+		o.mu.Unlock()
+		return o.Held(rigCohort, 1)
+	}
+	t.Run("aborted", func(t *testing.T) {
+		r := newMigrationRig(t)
+		freeze(r, 9)
+		if !retire(r) {
+			t.Fatal("retired before the move was published or aborted")
+		}
+		rep, _ := r.nodes["a"].migrate(context.Background(), &messages.MigrationAbort{MigrationId: 9, CohortId: uint64(rigCohort), Epoch: 1,
+			RestoreOwner: "b", RestoreEpoch: 1})
+		if st := ackStatus(rep); st != ackOK {
+			t.Fatalf("abort: %v", st)
+		}
+		if retire(r) {
+			t.Fatal("the frozen activation of an aborted migration is still held after a drained retire pass")
+		}
+	})
+	t.Run("abandoned", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			r := newMigrationRig(t)
+			freeze(r, 9)
+			time.Sleep(awaitPublishLimit - time.Second)
+			if !retire(r) {
+				t.Fatal("retired before awaitPublishLimit")
+			}
+			time.Sleep(2 * time.Second)
+			if retire(r) {
+				t.Fatal("the frozen activation of an abandoned migration is still held past awaitPublishLimit")
+			}
+		})
+	})
+}

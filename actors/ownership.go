@@ -156,7 +156,22 @@ type frozenCohort struct {
 	migration    uint64
 	awaitPublish bool
 	kgs          []control.KeyGroup
+	// awaitSince is when the migration took it (ownership.nowMicros):
+	// past awaitPublishLimit the migration is over whatever became of its
+	// messages, and awaitPublish ends.
+	awaitSince int64
 }
+
+// awaitPublishLimit bounds how long a migration's frozen activation waits
+// for the move's publication: longer than any migration lives in the
+// planner's TransferController (freeze 2 s + handoff 1 s + publication 2 s
+// + abort 5 s by default), so past it the migration was published,
+// rolled back or abandoned (its Publish or MigrationAbort lost, or its
+// planner gone), and nothing will end the wait. Without it an activation
+// whose migration was rolled back while the node stayed frozen waited for
+// a map at the move's epoch, which a quiet cluster never publishes, and
+// stayed frozen for good.
+const awaitPublishLimit = 15 * time.Second
 
 func newOwnership(cfg OwnershipConfig, self string, wl workload.Workload) (*ownership, error) {
 	idx, err := cfg.validate(self)
@@ -350,7 +365,7 @@ func (o *ownership) retireIn(t *owner.Table) {
 	{
 		for _, id := range slices.Sorted(mapKeysCohort(o.frozen)) {
 			f := o.frozen[id]
-			if f.awaitPublish {
+			if f.awaitPublish && now-f.awaitSince < awaitPublishLimit.Microseconds() {
 				continue // a migration's: retired once the move is published
 			}
 			ds, err := t.Drain(id)
