@@ -85,10 +85,12 @@ type GraphConfig struct {
 	// old layouts filled the places). Projected, the old edges lose their
 	// rank within a few ticks of going quiet, and the new ones enter.
 	// Longer horizons let them in sooner and rank more of the sampling
-	// noise's recent pairs up (the reshaped TPC-C tick grows: 3 ticks were
-	// the least that brought the tenant drift test's second drift back in
-	// time, 8 cost half again in graph size). 0 ranks by decayed weight
-	// only. Default 5.
+	// noise's recent pairs up, which costs tick time: in the cohort
+	// generator's Step/tpcc9216 benchmark and TestAuraTenantDriftRecovery
+	// (temporary edits of this default), 3 gave 4.1 ms per tick and the
+	// second drift back in 20 ticks, the limit; 5 gave 4.5 ms and 15
+	// ticks; 8 gave 5.1 ms and 9 ticks. 0 ranks by decayed weight only.
+	// Default 5.
 	ProjectTicks int
 	// TrimFraction is the fill level Tick trims an over-full table to.
 	// Default 0.9: 10% headroom for new entries per tick, so a newly hot key
@@ -1034,10 +1036,10 @@ func (g *Graph) admit(c, f float64, u, v NodeID, projC, projF float64) bool {
 // driftShare: a key group is drifting when the new co-access the per-node
 // thresholds refused it, by fast weight, exceeds driftShare times its
 // edges' fast weight: its partners changed. Sampling noise refuses some
-// of every key group's co-access; at 4, 5–6% of reshaped TPC-C's key
+// of every key group's co-access; at 4, about 6% of reshaped TPC-C's key
 // groups are flagged at a time (GraphStats.Drifting in the cohort
-// generator's Step/tpcc benchmark), and a drifted tenant's key groups
-// within a few ticks of the drift.
+// generator's Step/tpcc benchmark: 585 of 9,216 at its end), and a
+// drifted tenant's key groups within a few ticks of the drift.
 const driftShare = 4
 
 // fastSum returns a zeroed per-key-group scratch array (merge's fast

@@ -601,16 +601,6 @@ func (l *Loop) guardRecutMoves(next *control.OwnerMap, plan ownership.Plan, in T
 	return out
 }
 
-// placedIn returns the cohort of next that holds kg, if any.
-func (l *Loop) placedIn(next *control.OwnerMap, kg control.KeyGroup) (control.CohortID, bool) {
-	for _, p := range next.Cohorts {
-		if _, ok := slices.BinarySearch(p.KeyGroups, kg); ok {
-			return p.ID, true
-		}
-	}
-	return 0, false
-}
-
 // sameOwners reports whether next gives every key group the owner the
 // current map gives it (and owns no other key group).
 func (l *Loop) sameOwners(next *control.OwnerMap) bool {
