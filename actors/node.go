@@ -226,6 +226,16 @@ func NewNode(cfg NodeConfig, dev rdma.Device, layout *store.Layout, wl workload.
 			n.qps = append(n.qps, qp)
 			ownerQPs = append(ownerQPs, qp)
 		}
+		// One more for the key-group fences the node gives back.
+		qp, err := dev.CreateQP(rdma.QPConfig{})
+		if err != nil {
+			return fail(err)
+		}
+		n.qps = append(n.qps, qp)
+		o.unfenceQP = qp
+		if ix, ok := wl.Rule().(workload.KeyGroupIndexer); ok {
+			engCfg.KeyGroupIndex = ix.KeyGroupIndex
+		}
 		cc := cohort.DefaultConfig()
 		cc.MaxActivations, cc.MailboxSize = o.svc.Config().MaxCohorts, cfg.MailboxSize
 		if o.activator, err = cohort.Spawn(n.system, cc, o, o.svc); err != nil {

@@ -109,7 +109,9 @@ type ownership struct {
 	svc   *owner.Service
 	res   *rosterResolver
 	onode *owner.Node
-	start time.Time
+	// unfenceQP carries the node's key-group fence give-backs (run).
+	unfenceQP rdma.QueuePair
+	start     time.Time
 	// lease is the node's owner lease (nil without a planner), renewed by
 	// the answers to its heartbeats.
 	lease *owner.Lease
@@ -291,8 +293,15 @@ func (o *ownership) run() {
 		if o.cfg.Heartbeat != nil {
 			o.cfg.Heartbeat(s, o.leaseReply(time.Now()))
 		}
+		if o.unfenceQP != nil {
+			o.onode.Unfence(context.Background(), o.unfenceQP, maxUnfencesPerTick)
+		}
 	}
 }
+
+// maxUnfencesPerTick bounds the key-group fences one heartbeat tick gives
+// back (the rest wait for the next tick).
+const maxUnfencesPerTick = 1024
 
 // leaseReply returns the callback that applies the planner's answer to a
 // heartbeat sent at sent to the node's owner lease.

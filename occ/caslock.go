@@ -2,6 +2,7 @@ package occ
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 
@@ -12,7 +13,12 @@ import (
 // CASLocker is the memory-node lock path: for every request it posts, in one
 // doorbell, a CAS(0 → tag) on the slot's lock word followed by a READ of the
 // slot, so a granted lock and the record it protects arrive in one round trip
-// (as in FORD). It owns one queue pair and is used by one goroutine at a time;
+// (as in FORD). A request that names its key group's fence word
+// (LockRequest.Fence) also gets a READ of it after the CAS, in the same
+// doorbell (LockResult.FenceWord): the locker that wraps this one gives the
+// lock back when an owner holds the fence (package actors/owner,
+// "Key-group fences"). A READ is not an atomic; the fence costs no round
+// trip. It owns one queue pair and is used by one goroutine at a time;
 // the atomic actor serialises its callers.
 //
 // It expects 0 only: a CAS that meets an owner sentinel is reported as
@@ -29,8 +35,9 @@ type CASLocker struct {
 // NewCASLocker returns a locker posting on qp.
 func NewCASLocker(qp rdma.QueuePair) *CASLocker { return &CASLocker{qp: qp} }
 
-// maxLocksPerDoorbell keeps a doorbell (two work requests a lock) within rdma.MaxBatch.
-const maxLocksPerDoorbell = rdma.MaxBatch / 2
+// maxLocksPerDoorbell keeps a doorbell (up to three work requests a lock)
+// within rdma.MaxBatch.
+const maxLocksPerDoorbell = rdma.MaxBatch / 3
 
 // Acquire implements Locker.
 func (l *CASLocker) Acquire(ctx context.Context, reqs []LockRequest, res []LockResult) error {
@@ -56,14 +63,20 @@ func (l *CASLocker) Acquire(ctx context.Context, reqs []LockRequest, res []LockR
 
 func (l *CASLocker) acquire(ctx context.Context, reqs []LockRequest, res []LockResult) error {
 	l.wrs = l.wrs[:0]
+	first := make([]int, len(reqs)) // index of each request's CAS in l.wrs
 	for i := range reqs {
 		r := &reqs[i]
 		buf := make([]byte, r.Table.SlotSize)
+		first[i] = len(l.wrs)
 		l.wrs = append(l.wrs,
 			rdma.WorkRequest{ID: uint64(i), Op: rdma.OpCompareAndSwap, RKey: r.Table.Region.RKey,
 				RemoteAddr: r.SlotAddr + store.LockOffset, Compare: 0, Swap: r.Tag},
 			rdma.WorkRequest{ID: uint64(i), Op: rdma.OpRead, RKey: r.Table.Region.RKey,
 				RemoteAddr: r.SlotAddr, Local: buf})
+		if r.Fence != 0 {
+			l.wrs = append(l.wrs, rdma.WorkRequest{ID: uint64(i), Op: rdma.OpRead, RKey: r.FenceRKey,
+				RemoteAddr: r.Fence, Local: make([]byte, 8)})
+		}
 	}
 	cs, err := rdma.Exec(ctx, l.qp, l.wrs...)
 	if err != nil && len(cs) == 0 {
@@ -71,12 +84,13 @@ func (l *CASLocker) acquire(ctx context.Context, reqs []LockRequest, res []LockR
 	}
 	for i := range reqs {
 		out := LockResult{Path: PathMNCAS, CAS: 1}
-		if 2*i >= len(cs) {
+		f := first[i]
+		if f >= len(cs) {
 			out.Status = LockUnknown
 			res[i] = out
 			continue
 		}
-		cas := cs[2*i]
+		cas := cs[f]
 		switch {
 		case cas.Status != rdma.StatusSuccess:
 			out.Status = LockUnknown
@@ -92,14 +106,22 @@ func (l *CASLocker) acquire(ctx context.Context, reqs []LockRequest, res []LockR
 			if store.IsOwnerSentinel(cas.Value) {
 				out.Status = LockRedirect
 			}
-		case 2*i+1 >= len(cs) || cs[2*i+1].Status != rdma.StatusSuccess:
+		case reqs[i].Fence != 0 && (f+2 >= len(cs) || cs[f+2].Status != rdma.StatusSuccess):
+			// Locked, but the fence was not read: nobody may use the lock
+			// without it. Reported unknown, so that the abort releases it
+			// by CAS(tag → 0) (a fence holder may have overwritten it).
+			out.Status = LockUnknown
+		case f+1 >= len(cs) || cs[f+1].Status != rdma.StatusSuccess:
 			// Locked, but the read failed: keep the lock so the abort releases it.
 			out.Status = LockGranted
 			out.Release = 0
 		default:
 			out.Status = LockGranted
-			out.Slot = l.wrs[2*i+1].Local
+			out.Slot = l.wrs[f+1].Local
 			out.Release = 0
+			if reqs[i].Fence != 0 {
+				out.FenceWord = binary.LittleEndian.Uint64(l.wrs[f+2].Local)
+			}
 		}
 		res[i] = out
 	}

@@ -232,6 +232,7 @@ type located struct {
 	slot  store.Slot
 	raw   []byte // slot bytes
 	found bool
+	at    time.Time // when the READ that found it was posted
 }
 
 // locate finds records with one doorbell: a READ of the cached slot, or of
@@ -269,6 +270,7 @@ func (t *tx) locate(rs []txn.Ref) ([]located, error) {
 				rdma.WorkRequest{Op: rdma.OpRead, RKey: tl.Region.RKey, RemoteAddr: tl.BucketAddr(b1), Local: make([]byte, tl.BucketSize)},
 				rdma.WorkRequest{Op: rdma.OpRead, RKey: tl.Region.RKey, RemoteAddr: tl.BucketAddr(b2), Local: make([]byte, tl.BucketSize)})
 		}
+		posted := time.Now()
 		if _, err := t.exec(wrs); err != nil {
 			return nil, err
 		}
@@ -279,7 +281,7 @@ func (t *tx) locate(rs []txn.Ref) ([]located, error) {
 				w := wrs[p.first]
 				s := tl.DecodeSlot(w.Local)
 				if s.Meta.Present() && s.Key == r.Key {
-					out[p.idx] = located{t: tl, addr: w.RemoteAddr, slot: s, raw: w.Local, found: true}
+					out[p.idx] = located{t: tl, addr: w.RemoteAddr, slot: s, raw: w.Local, found: true, at: posted}
 				} else {
 					t.c.e.cache.drop(r)
 					pending = append(pending, p.idx)
@@ -292,7 +294,7 @@ func (t *tx) locate(rs []txn.Ref) ([]located, error) {
 					slot := tl.DecodeSlot(raw)
 					if slot.Meta.Present() && slot.Key == r.Key {
 						addr := w.RemoteAddr + uint64(s)*tl.SlotSize
-						out[p.idx] = located{t: tl, addr: addr, slot: slot, raw: raw, found: true}
+						out[p.idx] = located{t: tl, addr: addr, slot: slot, raw: raw, found: true, at: posted}
 						t.c.e.cache.put(r, addr)
 					}
 				}
@@ -402,7 +404,9 @@ func (t *tx) GetForUpdateMany(rs []txn.Ref) ([][]byte, error) {
 			continue
 		}
 		req := t.lockRequest(r, loc.t, loc.addr)
-		req.Seen = loc.slot.Lock
+		// The slot held r when read: only lockers of r's key group may
+		// change its word while it does (see LockRequest.SeenKG).
+		req.Seen, req.SeenAt, req.SeenKG = loc.slot.Lock, loc.at, true
 		reqs = append(reqs, req)
 		reqIdx = append(reqIdx, j)
 	}
@@ -442,7 +446,12 @@ func (t *tx) GetForUpdateMany(rs []txn.Ref) ([][]byte, error) {
 }
 
 func (t *tx) lockRequest(r txn.Ref, tl *store.TableLayout, addr uint64) LockRequest {
-	return LockRequest{Ref: r, KeyGroup: t.c.e.kg(r), Table: tl, SlotAddr: addr, Tag: t.tag, TxnID: t.id}
+	kg := t.c.e.kg(r)
+	req := LockRequest{Ref: r, KeyGroup: kg, Table: tl, SlotAddr: addr, Tag: t.tag, TxnID: t.id}
+	if a := t.c.e.fenceAddr(kg); a != 0 {
+		req.Fence, req.FenceRKey = a, t.c.e.layout.Fences.RKey
+	}
+	return req
 }
 
 // suspect hands the redo log a lock word that refused this transaction if
@@ -560,6 +569,7 @@ func (t *tx) Insert(r txn.Ref, value []byte) error {
 		{Op: rdma.OpRead, RKey: tl.Region.RKey, RemoteAddr: tl.BucketAddr(b1), Local: make([]byte, tl.BucketSize)},
 		{Op: rdma.OpRead, RKey: tl.Region.RKey, RemoteAddr: tl.BucketAddr(b2), Local: make([]byte, tl.BucketSize)},
 	}
+	posted := time.Now()
 	if _, err := t.exec(wrs); err != nil {
 		return err
 	}
@@ -612,7 +622,10 @@ func (t *tx) Insert(r txn.Ref, value []byte) error {
 			break
 		}
 		req := t.lockRequest(r, tl, addr)
-		req.Seen = words[addr]
+		// An empty slot may be claimed by an insert of any key group whose
+		// candidate buckets hold it: only one, r's, when the table's
+		// buckets are partitioned by key group.
+		req.Seen, req.SeenAt, req.SeenKG = words[addr], posted, tl.KeyGroupAligned()
 		res := make([]LockResult, 1)
 		if lockErr = t.acquire([]LockRequest{req}, res); lockErr == nil {
 			break

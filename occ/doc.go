@@ -22,10 +22,17 @@
 // actors/owner) and may ask for 0 instead when the slot is left without a
 // record (ClearWhenEmpty). The coordinator passes the word it read when it
 // located a slot to the lock path as a hint for a CAS's expected value
-// (LockRequest.Seen). Inserts may claim an empty slot whose word is 0 or a
-// free sentinel (0 first); a lock path may refuse a sentinel it may not
-// take (LockRedirect), and the insert then tries the next free slot (up to
-// 4).
+// (LockRequest.Seen), with when that READ was posted and whether the slot
+// could then only hold records of the request's key group (SeenAt, SeenKG:
+// it held the requested record, or the table's buckets are partitioned by
+// key group); an owner holding the key group's fence may then grant the
+// lock by plain WRITE. With Config.KeyGroupIndex set, requests name their
+// key group's fence word (LockRequest.Fence), and CASLocker reads it right
+// after its CAS, in the same doorbell, for the ownership paths to decide
+// (package actors/owner, "Key-group fences"). Inserts may claim an empty
+// slot whose word is 0 or a free sentinel (0 first); a lock path may refuse
+// a sentinel it may not take (LockRedirect), and the insert then tries the
+// next free slot (up to 4).
 //
 // Validation (the commit point). With every lock held, the coordinator
 // publishes the keys of its inserts into their claimed slots, then, in one

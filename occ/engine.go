@@ -41,6 +41,14 @@ type Config struct {
 	// (the engine alone does not know how its callers number transactions);
 	// compute nodes turn it on.
 	ExactlyOnce bool
+	// KeyGroupIndex maps a key group to its dense index, so that lock
+	// requests carry the address of the key group's fence word
+	// (LockRequest.Fence; the layout's store.Layout.FenceAddr). Nil, the
+	// default, or a layout without fence words: requests carry none, and the
+	// memory-node CAS path reads no fence. Compute nodes with an ownership
+	// path set it from their workload's rule (workload.KeyGroupIndexer);
+	// a node without one (mn-only) leaves it nil, since nothing fences.
+	KeyGroupIndex func(kg uint64) (uint64, bool)
 }
 
 // DefaultConfig returns the defaults documented on Config.
@@ -103,6 +111,22 @@ func NewEngine(layout *store.Layout, newLocker func() Locker, kg KeyGroupFunc, c
 	e := &Engine{layout: layout, locker: newLocker, kg: kg, cfg: cfg}
 	e.cache.init(cfg.AddrCacheEntries)
 	return e, nil
+}
+
+// fenceAddr is the address of key group kg's fence word, or 0.
+func (e *Engine) fenceAddr(kg uint64) uint64 {
+	if e.cfg.KeyGroupIndex == nil {
+		return 0
+	}
+	i, ok := e.cfg.KeyGroupIndex(kg)
+	if !ok {
+		return 0
+	}
+	a, ok := e.layout.FenceAddr(i)
+	if !ok {
+		return 0
+	}
+	return a
 }
 
 // Layout returns the engine's table layout.

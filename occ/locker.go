@@ -2,6 +2,7 @@ package occ
 
 import (
 	"context"
+	"time"
 
 	"github.com/aura-runtime/aura/store"
 	"github.com/aura-runtime/aura/txn"
@@ -71,6 +72,23 @@ type LockRequest struct {
 	// a hint (possibly stale) for the expected value of a lock path's CAS,
 	// never a basis for a decision without one.
 	Seen uint64
+	// SeenAt is when the READ that gave Seen was posted (this node's clock).
+	SeenAt time.Time
+	// SeenKG says that the slot, when that READ found Seen, held the
+	// requested record, so that until its word changes only lockers of
+	// KeyGroup's records may claim it (an empty slot may be claimed by an
+	// insert of any key group whose buckets hold it). With Seen 0, SeenAt
+	// after the key group's fence was set and SeenKG, an owner may grant
+	// the record by plain WRITE (package actors/owner, "Key-group fences").
+	SeenKG bool
+	// Fence is the remote address of KeyGroup's fence word in the layout's
+	// fence region (store.Layout.FenceAddr), 0 when it has none. A lock
+	// path that takes a free word (0) by CAS reads the fence in the same
+	// doorbell (LockResult.FenceWord) and gives the word back when an
+	// owner other than its own holds the fence.
+	Fence uint64
+	// FenceRKey is the fence region's remote key (with Fence).
+	FenceRKey uint32
 }
 
 // LockResult is the answer to one LockRequest.
@@ -98,6 +116,10 @@ type LockResult struct {
 	// grants no more): the word may be a dead holder's, and the engine
 	// watches it (RedoLog.Suspect).
 	Retired bool
+	// FenceWord is the fence word of the request's key group, read right
+	// after a CAS that took the lock word (LockRequest.Fence set), when the
+	// path reports it: 0 when no owner fenced the key group.
+	FenceWord uint64
 	// CAS and CASFailed count the memory-node atomics this request issued.
 	CAS, CASFailed uint8
 }

@@ -16,10 +16,21 @@
 //
 // Inserts claim a free slot (not present, not locked) by CAS on its lock word,
 // deletes clear the present bit, and both bump the version: the occ package
-// holds the protocol and its argument. Loader fills empty tables with batched
+// holds the protocol and its argument.
+//
+// Key groups. A table may split its buckets into equal ranges, one per
+// partition (txn.Table.Partitions): both of a key's candidate buckets lie in
+// its partition's range. The workloads partition by key group, so that a
+// slot only ever holds records of one key group. Beside the tables, the
+// layout may hold one 8-byte fence word per key group (Layout.Fences,
+// Schema.KeyGroupFences). Together they let an owner that fenced a key group
+// grant its records, and claim its empty slots for inserts, without an
+// atomic (package actors/owner, "Key-group fences"). Loader fills empty tables with batched
 // WRITEs; Reader reads committed records for consistency checks.
 //
 // Limits: a table holds at most its Capacity at LoadFactor (an insert whose
-// two buckets are full fails with txn.ErrTableFull); a value is at most
-// txn.MaxValueSize bytes.
+// two buckets are full fails with txn.ErrTableFull); a partitioned table
+// holds its Capacity spread evenly over its partitions, each at LoadFactor
+// plus one bucket (a partition fuller than its share fails sooner); a value
+// is at most txn.MaxValueSize bytes.
 package store

@@ -67,7 +67,14 @@ type TableLayout struct {
 	Buckets    uint64
 	SlotSize   uint64
 	BucketSize uint64
+	// PartBuckets is the number of buckets of one partition
+	// (txn.Table.Partitions); Buckets when the table has none.
+	PartBuckets uint64
 }
+
+// KeyGroupAligned reports whether every slot of the table only ever holds
+// records of one key group (txn.Table.Partitions).
+func (l *TableLayout) KeyGroupAligned() bool { return l.Table.Partitions > 0 }
 
 // DecodeSlot decodes the slot at the start of b (len ≥ SlotSize).
 func (l *TableLayout) DecodeSlot(b []byte) Slot {
@@ -81,14 +88,21 @@ func (l *TableLayout) DecodeSlot(b []byte) Slot {
 
 // CandidateBuckets returns the key's two candidate buckets (distinct when the
 // table has more than one bucket).
+//
+// In a partitioned table both lie in the key's partition's range.
 func (l *TableLayout) CandidateBuckets(key uint64) (uint64, uint64) {
 	h := mix(key ^ uint64(l.Table.ID)*0x9E3779B97F4A7C15)
-	b1 := h % l.Buckets
-	b2 := mix(h^0xD6E8FEB86659FD93) % l.Buckets
-	if b2 == b1 && l.Buckets > 1 {
-		b2 = (b1 + 1) % l.Buckets
+	n, base := l.Buckets, uint64(0)
+	if l.Table.Partitions > 0 {
+		n = l.PartBuckets
+		base = l.Table.Partition(key) % l.Table.Partitions * n
 	}
-	return b1, b2
+	b1 := h % n
+	b2 := mix(h^0xD6E8FEB86659FD93) % n
+	if b2 == b1 && n > 1 {
+		b2 = (b1 + 1) % n
+	}
+	return base + b1, base + b2
 }
 
 // BucketAddr is the remote address of bucket b.
@@ -115,6 +129,22 @@ type Layout struct {
 	tables map[txn.TableID]*TableLayout
 	// Ledger is the commit ledger's region (see LedgerAddr).
 	Ledger rdma.Region
+	// Fences holds Schema.KeyGroupFences key-group fence words, 8 bytes
+	// each, 0 when free (zero-length when the schema has none); see
+	// FenceAddr.
+	Fences rdma.Region
+}
+
+// FencesRegionName is the memory-node region of the key-group fence words.
+const FencesRegionName = "txn/fences"
+
+// FenceAddr returns the remote address of the fence word of the key group
+// with dense index i, and false when the layout has no such word.
+func (l *Layout) FenceAddr(i uint64) (uint64, bool) {
+	if i >= l.Schema.KeyGroupFences || l.Fences.Length < 8*(i+1) {
+		return 0, false
+	}
+	return l.Fences.Addr + 8*i, true
 }
 
 // Table returns the layout of table id.
@@ -129,12 +159,28 @@ func (l *Layout) Table(id txn.TableID) (*TableLayout, error) {
 // RegionName is the memory-node region that holds a table.
 func RegionName(t txn.Table) string { return "table/" + t.Name }
 
-// RegionSize is the number of bytes a table's region needs.
+// RegionSize is the number of bytes a table's region needs. A partitioned
+// table gets each partition its share of the capacity at LoadFactor, plus
+// a bucket of margin (at least two buckets a partition, so that a key
+// still has two choices).
 func RegionSize(t txn.Table) (buckets, slotSize, bytes uint64) {
+	buckets, slotSize, _, bytes = regionSize(t)
+	return buckets, slotSize, bytes
+}
+
+func regionSize(t txn.Table) (buckets, slotSize, partBuckets, bytes uint64) {
 	slotSize = HeaderSize + (uint64(t.ValueSize)+7)&^7
-	slots := uint64(float64(t.Capacity)/LoadFactor) + SlotsPerBucket
-	buckets = (slots + SlotsPerBucket - 1) / SlotsPerBucket
-	return buckets, slotSize, buckets * SlotsPerBucket * slotSize
+	parts, capacity := uint64(1), t.Capacity
+	if t.Partitions > 0 {
+		parts, capacity = t.Partitions, (t.Capacity+t.Partitions-1)/t.Partitions
+	}
+	slots := uint64(float64(capacity)/LoadFactor) + SlotsPerBucket
+	partBuckets = (slots + SlotsPerBucket - 1) / SlotsPerBucket
+	if t.Partitions > 0 {
+		partBuckets = max(partBuckets, 2)
+	}
+	buckets = partBuckets * parts
+	return buckets, slotSize, partBuckets, buckets * SlotsPerBucket * slotSize
 }
 
 // Create registers (or finds, if already registered with the same size) every
@@ -147,19 +193,27 @@ func Create(ctx context.Context, dev rdma.Device, schema txn.Schema) (*Layout, e
 	l := &Layout{Schema: schema, tables: make(map[txn.TableID]*TableLayout, len(schema.Tables))}
 	var errs []error
 	for _, t := range schema.Tables {
-		buckets, slotSize, size := RegionSize(t)
+		buckets, slotSize, partBuckets, size := regionSize(t)
 		r, err := dev.RegisterRegion(ctx, RegionName(t), size)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("store: table %s: %w", t.Name, err))
 			continue
 		}
-		l.tables[t.ID] = &TableLayout{Table: t, Region: r, Buckets: buckets, SlotSize: slotSize, BucketSize: slotSize * SlotsPerBucket}
+		l.tables[t.ID] = &TableLayout{Table: t, Region: r, Buckets: buckets, SlotSize: slotSize, BucketSize: slotSize * SlotsPerBucket,
+			PartBuckets: partBuckets}
 	}
 	r, err := dev.RegisterRegion(ctx, LedgerRegionName, LedgerBytes)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("store: commit ledger: %w", err))
 	}
 	l.Ledger = r
+	if schema.KeyGroupFences > 0 {
+		f, err := dev.RegisterRegion(ctx, FencesRegionName, 8*schema.KeyGroupFences)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("store: key-group fences: %w", err))
+		}
+		l.Fences = f
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}

@@ -81,12 +81,39 @@ type Table struct {
 	// Capacity is the number of records the table must be able to hold at
 	// once; the store sizes the table's hash index from it.
 	Capacity uint64
+	// Partitions, when positive, splits the table's hash index into that
+	// many equal ranges of buckets, and Partition picks a key's range
+	// (its result is taken modulo Partitions). Every key of one partition
+	// must belong to one key group of the workload's rule: then every
+	// record that can ever occupy a slot is of that key group, and an
+	// owner holding the key group's fence may claim an empty slot for an
+	// insert without an atomic (package actors/owner, "Key-group fences").
+	// Capacity is spread evenly over the partitions, so they should be
+	// about equally full. 0, the default: one range for the whole table. At
+	// most MaxPartitions.
+	Partitions uint64
+	Partition  func(key uint64) uint64
 }
+
+// MaxPartitions caps Table.Partitions.
+const MaxPartitions = 1 << 24
 
 // Schema is a workload's set of tables.
 type Schema struct {
 	Tables []Table
+	// KeyGroupFences is the number of key-group fence words the memory node
+	// holds beside the tables: one per dense key-group index of the
+	// workload's rule (package workload, KeyGroupIndexer), so that an owner
+	// can claim a whole key group with one atomic instead of one per record
+	// (package actors/owner, "Key-group fences"). 0, the default: none, and
+	// every owner's first grant of a record costs a CAS. At most
+	// MaxKeyGroupFences.
+	KeyGroupFences uint64
 }
+
+// MaxKeyGroupFences caps Schema.KeyGroupFences: 2^24 words are 128 MiB of
+// memory-node memory, more than any rule here has key groups.
+const MaxKeyGroupFences = 1 << 24
 
 // Table returns the table with the given ID.
 func (s *Schema) Table(id TableID) (Table, bool) {
@@ -117,6 +144,13 @@ func (s *Schema) Validate() error {
 		if t.Capacity == 0 {
 			errs = append(errs, fmt.Errorf("schema: table %q: capacity must be positive", t.Name))
 		}
+		if t.Partitions > MaxPartitions || (t.Partitions > 0) != (t.Partition != nil) {
+			errs = append(errs, fmt.Errorf("schema: table %q: %d partitions (at most %d, with a Partition function iff positive)",
+				t.Name, t.Partitions, MaxPartitions))
+		}
+	}
+	if s.KeyGroupFences > MaxKeyGroupFences {
+		errs = append(errs, fmt.Errorf("schema: %d key-group fences, at most %d", s.KeyGroupFences, MaxKeyGroupFences))
 	}
 	return errors.Join(errs...)
 }

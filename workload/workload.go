@@ -71,6 +71,18 @@ type Rule interface {
 	Home(msg *messages.TxnSubmit) uint64
 }
 
+// KeyGroupIndexer is implemented by rules whose key groups have a dense
+// index: each of the rule's key groups maps to its own integer below the
+// workload schema's KeyGroupFences, the key group's fence word on the
+// memory node (package actors/owner, "Key-group fences"). A rule without
+// it has no fence words, and owners pay one CAS per record they first
+// grant.
+type KeyGroupIndexer interface {
+	// KeyGroupIndex returns kg's index; ok is false for a value that is
+	// not one of the rule's key groups (no fence word guards it).
+	KeyGroupIndex(kg uint64) (index uint64, ok bool)
+}
+
 // Footprint is a transaction's predicted write and read set.
 type Footprint struct {
 	Writes []txn.Ref

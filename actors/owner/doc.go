@@ -234,6 +234,85 @@
 // asked of c1's owner — an ordinary grant of (c1,e1), one owner RPC and one
 // CAS, released to S(c1,e1) — until c1 is evicted or moves.
 //
+// # Key-group fences
+//
+// Marks make a record's later grants free of atomics, but its first grant
+// at an epoch still costs a CAS, and so does every insert (an empty slot's
+// word is 0, free for every path). Over a run, first grants are most of
+// the atomics left (TPC-C's Delivery alone paid 130 a transaction). A
+// fence removes them: the memory node holds one more word per key group
+// (store.Layout.FenceAddr, indexed by the rule's workload.KeyGroupIndexer),
+// 0 or the free sentinel S(c,e) of the activation that fenced it, and an
+// owner that holds its key group's fence grants a record whose word is 0
+// by plain WRITE. The rules:
+//
+//   - F1, claim. A local grantee of (c,e), for a key group its table holds
+//     in the active (c,e), CASes the fence from 0, from S(c,e), or from a
+//     retired activation's sentinel (retired: it was drained, so no WRITE
+//     of its is on its way) to S(c,e), at most once per key group and
+//     doorbell; the table records the time after the CAS completed
+//     (Table.Fenced). Never from another live activation, not even one of
+//     the same table (fenceExpect).
+//   - F2, every CAS from 0 reads the fence. A locker that takes a lock word
+//     from 0 by CAS — the MN CAS path (occ.CASLocker) or an owner grantee —
+//     reads the record's fence in the same doorbell, after the CAS
+//     (occ.LockResult.FenceWord). It keeps the word if the fence is 0, its
+//     own activation's, or retired for it; if the fence is another
+//     activation of its owner's table, it keeps the word but releases it
+//     to 0 and does not mark it (F3). Otherwise it gives the word back by
+//     CAS (a WRITE could erase an owner's H) and the lock follows the
+//     fence's cohort (Locker.follow), as for a free sentinel.
+//   - F3, zero release: see F2. So, under a fence S(c,e), a word that was
+//     0 can only become a sentinel other than S(c,e) through a grant of
+//     (c,e) itself.
+//   - F4, fenced WRITE. A local grantee of (c,e) sets a word held by plain
+//     WRITE, without a mark, when its table trusts the fence (the key group
+//     is in the active (c,e), and the fence was recorded at f: FenceSince),
+//     and the coordinator's READ of the slot (occ.LockRequest.Seen, SeenAt,
+//     SeenKG) was posted after f, found the word 0 and the slot holding
+//     the requested record — or empty, in a table whose buckets are
+//     partitioned by key group (txn.Table.Partitions), so that only this
+//     key group's records can ever occupy it — and was posted less than
+//     the WRITE lease before the table was asked; the grant's WRITE lease
+//     and owner lease apply as for a marked WRITE. The table marks the
+//     slot after the WRITE completes.
+//   - F5, give-back. Once the table no longer trusts a fence (its key group
+//     left the activation, or the activation was frozen or retired), the
+//     node CASes it back to 0 a drain deadline after it first saw that
+//     (Table.DueUnfences, Node.Unfence). Fence (the table op) makes the
+//     activation's fences untrusted until they are seen set again.
+//
+// Lemma (a fenced WRITE takes a free word). Let G be F4's grantee, r its
+// READ (after f, word 0), w the moment its WRITE lands. At r nobody holds
+// the word (a holder's word is a tag or a held sentinel until its release).
+// From f to w the fence is S(c,e): it is given back only a drain deadline
+// after the table stopped trusting it (F5), and G's trust was checked less
+// than a WRITE lease after G asked, so G's WRITE lands first (A3); others
+// take it only from a retired activation (F1, and retired by A1 means
+// frozen and drained or fenced, while G's activation is active when asked
+// and its WRITE lands before a fence of it, A3). Between r and w the word
+// leaves 0 only by a CAS from 0 (a sentinel other than S(c,e) can only
+// appear by F3 through a grantee of (c,e), and S(c,e) is only taken by
+// grantees of (c,e)'s table), and each such CAS reads the fence after f
+// (F2): the locker gives the word back (it may find G's H instead and then
+// does nothing), or it is a grantee of (c,e)'s own table, which grants the
+// slot to one holder at a time: it held and released the slot before G was
+// granted it (its release stored before the table released it), or waits
+// until G's release. So at w the word is 0, S(c,e), or a word a locker is
+// giving back, and G is its only holder; each holder's release is its
+// own. The READ's age bound keeps a grant stale enough for the repair sweep
+// (seconds) out of that window. I2 follows as before: every transition
+// into a held state is a CAS from a value free for its locker, a WRITE
+// over S(c,e) by the slot's one grantee (the lemma of marks), or a fenced
+// WRITE (this lemma), and a word given back was never used.
+//
+// Cost: one CAS per key group and activation (the claim), one READ per
+// CAS from 0 (in the doorbell it is in: no round trip), a CAS per refusal
+// (two atomics wasted, then the lock follows the fence's owner), and one
+// CAS per give-back. TestKeyGroupFences counts these verbs;
+// TestTableFences checks the table's half; the bank, porcupine, re-cut and
+// connection-loss tests run on both layouts (bothLayouts).
+//
 // # Fencing and the WRITE lease
 //
 // A WRITE cannot be fenced at the memory node (it has no CPU and a WRITE
@@ -316,7 +395,10 @@
 // migration). Owner RPC grants cost the RPC and one CAS (expecting S(c,e),
 // no failed CAS); MN CAS locks cost one CAS, and one CAS from the sentinel
 // for the first lock of a record of an evicted cohort. TestOwnerGrantsAtomicFree
-// and TestEvictionAndMoveSentinels count these verbs.
+// and TestEvictionAndMoveSentinels count these verbs. With key-group fences
+// ("Key-group fences") the first local grant of a record whose word is 0,
+// and a local insert into a partitioned table, is a WRITE too once the key
+// group is fenced; a CAS from 0 reads the fence in its doorbell.
 //
 // # Limits
 //
@@ -349,7 +431,17 @@
 //     grantee of c2 would also need c1's drain to wait for that grantee
 //     (c1 may be frozen and retired while the WRITE is in flight, and MN
 //     CAS lockers then take S(c1,e1)). Inserts claim empty slots (word 0)
-//     by CAS: 0 is free for every path, so no insert is atomic-free.
+//     by CAS unless the owner holds the key group's fence and the table's
+//     buckets are partitioned by key group (F4).
+//   - A fence held by a cohort on another node (a key group re-cut to a
+//     cohort elsewhere, before the old owner's give-back) sends the key
+//     group's locks of unmarked records to that cohort's owner (an owner
+//     RPC, and the two CASes of the refused attempt) until the old owner
+//     gives it back, a drain deadline after it installed the re-cut (its
+//     heartbeat tick runs the give-back); a node that died holding fences
+//     keeps them until its cohorts are retired by the map. A node claims a
+//     fence one grant after it learns it was given back (its hint of the
+//     word is refreshed by the READ of F2).
 //   - Sentinels carry cohort ids mod 2^32: the takeover and follow rules
 //     assume the planner's cohort ids stay below 2^32.
 //   - Inserts skip slots with a free sentinel they may not take (occ tries

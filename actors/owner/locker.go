@@ -140,6 +140,16 @@ type NodeStats struct {
 	// those set by CAS (the first grant of a record at an epoch, remote
 	// grants, and grants whose mark or lease was missing).
 	WordWrites, WordCASes atomic.Uint64
+	// FencedWrites are the WordWrites of fenced grants: first grants of a
+	// record at an epoch, made by WRITE because the node holds the record's
+	// key-group fence (see "Key-group fences").
+	FencedWrites atomic.Uint64
+	// FenceClaims are key-group fence words this node set (one CAS each);
+	// FenceRefusals are lock words taken by CAS from 0 and given back
+	// because another owner may hold the key group's fence (one more CAS
+	// each); Unfenced are fences given back after their key group left
+	// the activation (one CAS each).
+	FenceClaims, FenceRefusals, Unfenced atomic.Uint64
 }
 
 // Node is the owner runtime of one compute node: its owner table service,
@@ -511,6 +521,11 @@ const maxWordAttempts = 3
 //     H(c,e): no atomic. Only holders of this slot at (c,e) change a word
 //     that is S(c,e) or H(c,e) while (c,e) is active, and this grantee is
 //     the only one now.
+//   - So does a fenced local grant: the table holds the fence of the
+//     record's key group for (c,e), and the coordinator saw the word 0,
+//     with the record in the slot, in a READ posted after the fence was
+//     set and within the WRITE lease of the asking (see "Key-group
+//     fences"). The table marks the slot once the WRITE completed.
 //   - Any other grant posts CAS(expected → H(c,e)), expecting S(c,e) if
 //     the node's hint or the word the coordinator saw (LockRequest.Seen)
 //     says so, else the seen word if it is a retired activation's free
@@ -520,15 +535,26 @@ const maxWordAttempts = 3
 //     retired). A CAS tag or another held sentinel refuses the grant
 //     (LockConflict); a free sentinel of an activation that may still be
 //     active refuses it as LockRedirect. Successful local CASes mark the
-//     keys in the table, so the next grants WRITE.
+//     keys in the table, so the next grants WRITE. A CAS from 0 of a
+//     record with a fence word reads the fence in the same doorbell and
+//     gives the word back (CAS H(c,e) → 0) when another activation may
+//     hold the fence (fenceBlocks); the lock then follows the fence's
+//     cohort.
+//   - A local grant whose key group's fence the table does not hold yet
+//     also claims it: CAS(0, or the fence's retired or re-cut holder →
+//     S(c,e)) on the fence word, once per key group and doorbell.
 //
 // Grants whose word cannot be taken are released in the table again.
 func (l *Locker) lockWords(ctx context.Context, reqs []occ.LockRequest, res []occ.LockResult, gs []ownerGrant,
 	follow map[int]Route, canFollow bool) {
 	expect := make([]uint64, len(gs))
 	write := make([]bool, len(gs))
+	fenced := make([]bool, len(gs))    // a fenced WRITE over 0
+	wantFence := make([]bool, len(gs)) // claim the key group's fence
+	needFence := map[int]bool{}        // a CAS from 0 whose fence was not read
 	todo := make([]int, 0, len(gs))
 	var undo []ownerGrant
+	fs := l.fenceStates(reqs, gs)
 	for k, g := range gs {
 		q := &reqs[g.i]
 		if seen := q.Seen; canFollow && !g.already && g.from == 0 && store.IsFreeSentinel(seen) &&
@@ -547,6 +573,11 @@ func (l *Locker) lockWords(ctx context.Context, reqs []occ.LockRequest, res []oc
 		}
 		todo = append(todo, k)
 		write[k] = g.marked && !g.already && g.route.Local
+		if !write[k] && fs[k].trusted && !g.already && g.from == 0 && q.Seen == 0 && q.SeenKG &&
+			fs[k].seenAfter && g.asked.Sub(q.SeenAt) < l.n.cfg.WriteLease {
+			write[k], fenced[k] = true, true
+		}
+		wantFence[k] = fs[k].want && !g.already
 		// The expected value: this node's hint if it is this activation's
 		// free sentinel, else the word the coordinator saw when it located
 		// the slot if that is free for this grant, else 0.
@@ -568,21 +599,44 @@ func (l *Locker) lockWords(ctx context.Context, reqs []occ.LockRequest, res []oc
 		tag    uint64
 	}
 	marks := map[markKey][]Key{}
+	var wordUndo []int // grants whose CAS took the word but a fence refuses them
 	for attempt := 0; len(todo) > 0; attempt++ {
 		var next []int
-		for start := 0; start < len(todo); start += rdma.MaxBatch / 2 {
-			chunk := todo[start:min(start+rdma.MaxBatch/2, len(todo))]
+		// A grant is at most four work requests (fence CAS, word verb, slot
+		// READ, fence READ).
+		for start := 0; start < len(todo); start += rdma.MaxBatch / 4 {
+			chunk := todo[start:min(start+rdma.MaxBatch/4, len(todo))]
 			l.wrs = l.wrs[:0]
-			for _, k := range chunk {
+			at := make([]int, len(chunk))      // index of each grant's word verb
+			fenceAt := make([]int, len(chunk)) // of its fence READ, or -1
+			fenceCAS := map[uint64]int{}       // fence address → index of its CAS
+			var claims []int                   // grants whose fence CAS was posted
+			for j, k := range chunk {
 				g := gs[k]
 				q := &reqs[g.i]
+				if wantFence[k] {
+					if _, ok := fenceCAS[q.Fence]; !ok {
+						if e, ok := l.fenceExpect(q, g); ok {
+							fenceCAS[q.Fence] = len(l.wrs)
+							claims = append(claims, k)
+							l.wrs = append(l.wrs, rdma.WorkRequest{ID: uint64(k), Op: rdma.OpCompareAndSwap, RKey: q.FenceRKey,
+								RemoteAddr: q.Fence, Compare: e, Swap: Sentinel(g.route.Cohort, g.epoch, false)})
+						}
+					}
+					wantFence[k] = false
+				}
 				held := Sentinel(g.route.Cohort, g.epoch, true)
 				if write[k] && (!g.leased || time.Since(g.asked) >= l.n.cfg.WriteLease) {
 					// Past the WRITE lease, or asked without an owner
-					// lease: CAS from the free sentinel.
+					// lease: CAS from the free sentinel (from 0 if the
+					// WRITE was a fenced one).
 					write[k] = false
 					expect[k] = Sentinel(g.route.Cohort, g.epoch, false)
+					if fenced[k] {
+						fenced[k], expect[k] = false, 0
+					}
 				}
+				at[j] = len(l.wrs)
 				if write[k] {
 					l.wrs = append(l.wrs, rdma.WorkRequest{ID: uint64(k), Op: rdma.OpWrite, RKey: q.Table.Region.RKey,
 						RemoteAddr: q.SlotAddr + store.LockOffset, Local: binary.LittleEndian.AppendUint64(nil, held)})
@@ -592,40 +646,96 @@ func (l *Locker) lockWords(ctx context.Context, reqs []occ.LockRequest, res []oc
 				}
 				l.wrs = append(l.wrs, rdma.WorkRequest{ID: uint64(k), Op: rdma.OpRead, RKey: q.Table.Region.RKey,
 					RemoteAddr: q.SlotAddr, Local: make([]byte, q.Table.SlotSize)})
+				fenceAt[j] = -1
+				if !write[k] && expect[k] == 0 && q.Fence != 0 {
+					fenceAt[j] = len(l.wrs)
+					l.wrs = append(l.wrs, rdma.WorkRequest{ID: uint64(k), Op: rdma.OpRead, RKey: q.FenceRKey,
+						RemoteAddr: q.Fence, Local: make([]byte, 8)})
+				}
 			}
 			cs, _ := rdma.Exec(ctx, l.qp, l.wrs...)
+			ok := func(i int) bool { return i >= 0 && i < len(cs) && cs[i].Status == rdma.StatusSuccess }
+			for _, k := range claims {
+				q, g := &reqs[gs[k].i], gs[k]
+				i := fenceCAS[q.Fence]
+				if i < len(cs) && cs[i].Status != rdma.StatusFlushed {
+					res[g.i].CAS++
+				}
+				if !ok(i) {
+					continue
+				}
+				l.fenceClaimed(q, g, l.wrs[i].Compare, cs[i].Value)
+			}
 			var unknown []int
 			for j, k := range chunk {
 				g := gs[k]
 				q := &reqs[g.i]
 				out := &res[g.i]
 				out.Path = pathOf(g.route)
-				if 2*j >= len(cs) || cs[2*j].Status != rdma.StatusSuccess {
+				if !ok(at[j]) {
 					if !write[k] {
 						out.CAS++ // posted: may have applied
+						if fenceAt[j] >= 0 {
+							needFence[k] = true
+						}
 					}
 					unknown = append(unknown, k)
 					continue
 				}
 				var slot []byte
-				if 2*j+1 < len(cs) && cs[2*j+1].Status == rdma.StatusSuccess {
-					slot = l.wrs[2*j+1].Local
+				if ok(at[j] + 1) {
+					slot = l.wrs[at[j]+1].Local
 				}
 				free := Sentinel(g.route.Cohort, g.epoch, false)
 				if write[k] {
 					l.n.Stats.WordWrites.Add(1)
+					if fenced[k] {
+						l.n.Stats.FencedWrites.Add(1)
+						l.granted(reqs, res, g, slot, 0)
+						mk := markKey{g.route.Cohort, g.epoch, q.Tag}
+						marks[mk] = append(marks[mk], slotKey(q))
+						continue
+					}
 					l.granted(reqs, res, g, slot, free)
 					continue
 				}
 				out.CAS++
-				v := cs[2*j].Value
+				v := cs[at[j]].Value
 				if v == expect[k] {
+					foreign := false
+					if fenceAt[j] >= 0 {
+						if !ok(fenceAt[j]) {
+							// The word is ours, but the fence was not read:
+							// give the word back.
+							wordUndo = append(wordUndo, k)
+							continue
+						}
+						fw := binary.LittleEndian.Uint64(l.wrs[fenceAt[j]].Local)
+						l.n.setHint(fenceOf(q), fw)
+						blocks, viaOwner := l.fenceBlocks(fw, g)
+						if blocks {
+							out.LockWord = fw
+							wordUndo = append(wordUndo, k)
+							if r, ok := l.follow(fw, g.route); ok && canFollow {
+								follow[g.i] = r
+							}
+							continue
+						}
+						foreign = viaOwner
+					}
 					l.n.Stats.WordCASes.Add(1)
 					l.n.setHint(wordOf(q), free)
 					if store.IsOwnerSentinel(v) && v != free {
 						l.n.Stats.Reclaimed.Add(1)
 					}
 					l.granted(reqs, res, g, slot, v)
+					if foreign {
+						// Another activation of this owner holds the
+						// fence: leave 0, never this cohort's sentinel,
+						// and do not mark (see "Key-group fences").
+						out.Release, out.ClearWhenEmpty = 0, true
+						continue
+					}
 					if g.route.Local && !g.already {
 						mk := markKey{g.route.Cohort, g.epoch, q.Tag}
 						marks[mk] = append(marks[mk], slotKey(q))
@@ -669,9 +779,22 @@ func (l *Locker) lockWords(ctx context.Context, reqs []occ.LockRequest, res []oc
 			}
 			if len(unknown) > 0 {
 				undo = append(undo, l.resolve(ctx, reqs, res, gs, unknown)...)
+				for _, k := range unknown {
+					// A CAS from 0 that applied, but whose fence was not
+					// read: give the word back rather than trust it.
+					if g := gs[k]; needFence[k] && res[g.i].Status == occ.LockGranted {
+						q := &reqs[g.i]
+						delete(l.grants, grantKey{uint32(q.Ref.Table), q.SlotAddr, q.Tag})
+						res[g.i].Status = occ.LockRedirect
+						wordUndo = append(wordUndo, k)
+					}
+				}
 			}
 		}
 		todo = next
+	}
+	if len(wordUndo) > 0 {
+		undo = append(undo, l.giveBack(ctx, reqs, res, gs, wordUndo, follow)...)
 	}
 	for mk, keys := range marks {
 		l.n.svc.Mark(mk.cohort, mk.epoch, mk.tag, keys)
@@ -895,9 +1018,28 @@ func (l *Locker) acquireFallback(ctx context.Context, reqs []occ.LockRequest, re
 			}
 		}
 		var refresh uint64
+		var fenced []int // taken from 0 while an owner may hold the key group's fence
 		for j, i := range viaFB {
 			res[i] = subRes[j]
 			res[i].Retired = l.heldRetired(subRes[j].LockWord, Route{}, 0)
+			if fw := subRes[j].FenceWord; subRes[j].Status == occ.LockGranted && reqs[i].Fence != 0 {
+				l.n.setHint(fenceOf(&reqs[i]), fw)
+				if fw == 0 {
+					continue
+				}
+				ok, atLeast := false, uint64(0)
+				if store.IsFreeSentinel(fw) {
+					ok, atLeast = l.retired(fw, Route{}, 0)
+				}
+				if !ok {
+					fenced = append(fenced, i)
+					if r, ok := l.follow(fw, Route{}); ok && canFollow {
+						follow[i] = r
+					}
+					refresh = max(refresh, atLeast)
+				}
+				continue
+			}
 			if w := subRes[j].LockWord; subRes[j].Status == occ.LockRedirect && store.IsFreeSentinel(w) {
 				ok, atLeast := l.retired(w, Route{}, 0)
 				if ok {
@@ -907,6 +1049,9 @@ func (l *Locker) acquireFallback(ctx context.Context, reqs []occ.LockRequest, re
 				}
 				refresh = max(refresh, atLeast)
 			}
+		}
+		if len(fenced) > 0 {
+			l.giveBackTags(ctx, reqs, res, fenced, follow)
 		}
 		if refresh > 0 {
 			l.n.res.Refresh(ctx, refresh) // met a sentinel newer than the map

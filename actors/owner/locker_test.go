@@ -101,7 +101,44 @@ func newCluster(t testing.TB, n int, m *control.OwnerMap) *cluster {
 
 // newClusterOn builds the cluster on the memory device wrapped by wrap.
 func newClusterOn(t testing.TB, n int, m *control.OwnerMap, wrap func(rdma.Device) rdma.Device) *cluster {
+	return newClusterWith(t, n, m, wrap, false)
+}
+
+// fencedSchema is bankSchema with a fence word per key group (kgOf) and
+// its buckets partitioned by key group, as the workloads' schemas are.
+var fencedSchema = txn.Schema{Tables: []txn.Table{{ID: accounts, Name: "accounts", ValueSize: 8, Capacity: 1024,
+	Partitions: 8, Partition: func(key uint64) uint64 { return key % 8 }}}, KeyGroupFences: 8}
+
+// fenceStats sums the nodes' key-group fence counters.
+func (c *cluster) fenceStats() (claims, fencedWrites, refusals, unfenced uint64) {
+	for _, n := range c.nodes {
+		claims += n.Stats.FenceClaims.Load()
+		fencedWrites += n.Stats.FencedWrites.Load()
+		refusals += n.Stats.FenceRefusals.Load()
+		unfenced += n.Stats.Unfenced.Load()
+	}
+	return
+}
+
+// bothLayouts runs test on a cluster without key-group fences and on one
+// with them (newClusterWith).
+func bothLayouts(t *testing.T, test func(t *testing.T, fenced bool)) {
+	t.Run("plain", func(t *testing.T) { test(t, false) })
+	t.Run("fenced", func(t *testing.T) { test(t, true) })
+}
+
+// newClusterWith builds the cluster on the memory device wrapped by wrap
+// (nil: unwrapped); fenced gives the layout key-group fences
+// (fencedSchema), and each node a sweeper giving back fences every 2 ms.
+func newClusterWith(t testing.TB, n int, m *control.OwnerMap, wrap func(rdma.Device) rdma.Device, fenced bool) *cluster {
 	t.Helper()
+	if wrap == nil {
+		wrap = func(d rdma.Device) rdma.Device { return d }
+	}
+	schema, index := bankSchema, func(uint64) (uint64, bool) { return 0, false }
+	if fenced {
+		schema, index = fencedSchema, func(kg uint64) (uint64, bool) { return kg, kg < 8 }
+	}
 	mem, err := rdma.NewMemDevice(rdma.NewMemory(64<<20), rdma.MemConfig{})
 	if err != nil {
 		t.Fatal(err)
@@ -117,7 +154,7 @@ func newClusterOn(t testing.TB, n int, m *control.OwnerMap, wrap func(rdma.Devic
 		dev.Close()
 		mem.Close()
 	})
-	if c.layout, err = store.Create(context.Background(), dev, bankSchema); err != nil {
+	if c.layout, err = store.Create(context.Background(), dev, schema); err != nil {
 		t.Fatal(err)
 	}
 	c.published.Store(m)
@@ -142,7 +179,8 @@ func newClusterOn(t testing.TB, n int, m *control.OwnerMap, wrap func(rdma.Devic
 		}
 		e, err := occ.NewEngine(c.layout, func() occ.Locker {
 			return node.NewLocker(c.qp(), occ.NewCASLocker(c.qp()))
-		}, kgOf, occ.Config{Node: uint32(i + 1), AddrCacheEntries: 1 << 12, CleanupTimeout: 5 * time.Second, CleanupBackoff: time.Millisecond})
+		}, kgOf, occ.Config{Node: uint32(i + 1), AddrCacheEntries: 1 << 12, CleanupTimeout: 5 * time.Second, CleanupBackoff: time.Millisecond,
+			KeyGroupIndex: index})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -152,6 +190,28 @@ func newClusterOn(t testing.TB, n int, m *control.OwnerMap, wrap func(rdma.Devic
 		if err := c.tables[p.Owner].Do(func(t *Table) error { return t.Install(p.ID, p.KeyGroups, m.Epoch) }); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if fenced {
+		stop, done := make(chan struct{}), make(chan struct{})
+		qps := make([]rdma.QueuePair, len(c.nodes))
+		for i := range qps {
+			qps[i] = c.qp()
+		}
+		go func() {
+			defer close(done)
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(2 * time.Millisecond):
+				}
+				for i, node := range c.nodes {
+					node.Unfence(context.Background(), qps[i], 64)
+				}
+			}
+		}()
+		// Registered after the device's cleanup, so it runs before it.
+		t.Cleanup(func() { close(stop); <-done })
 	}
 	return c
 }
@@ -414,8 +474,10 @@ func TestLockerPaths(t *testing.T) {
 	}
 }
 
-func TestLockerMoved(t *testing.T) {
-	c := newCluster(t, 3, threeNodeMap(1))
+func TestLockerMoved(t *testing.T) { bothLayouts(t, testLockerMoved) }
+
+func testLockerMoved(t *testing.T, fenced bool) {
+	c := newClusterWith(t, 3, threeNodeMap(1), nil, fenced)
 	co := []*occ.Coordinator{c.coordinator(0), c.coordinator(1), c.coordinator(2)}
 	for k := range uint64(8) {
 		mustRun(t, co[0], func(tx txn.Tx) error { return tx.Insert(acct(k), u64(100)) })
@@ -486,6 +548,10 @@ func TestLockerMoved(t *testing.T) {
 			t.Fatalf("slot %d: lock word %#x", i, w)
 		}
 	}
+	if fenced {
+		claims, writes, refusals, unfenced := c.fenceStats()
+		t.Logf("fences: %d claimed, %d fenced writes, %d refusals, %d given back", claims, writes, refusals, unfenced)
+	}
 }
 
 // loopTransport answers every lock request with MOVED to its requester's
@@ -507,8 +573,10 @@ func (l *loopTransport) Unlock(context.Context, string, *messages.UnlockRequest)
 // nothing: both the MN CAS path and the owner path take it over with one
 // CAS. A free sentinel newer than the map, or of a cohort the map
 // places, is refused (redirect); a held sentinel is a lock.
-func TestFreeSentinelTakenOver(t *testing.T) {
-	c := newCluster(t, 3, threeNodeMap(1))
+func TestFreeSentinelTakenOver(t *testing.T) { bothLayouts(t, testFreeSentinelTakenOver) }
+
+func testFreeSentinelTakenOver(t *testing.T, fenced bool) {
+	c := newClusterWith(t, 3, threeNodeMap(1), nil, fenced)
 	co := c.coordinator(0)
 	// Load through the plain MN CAS path: no owner has marked these records.
 	plain, err := occ.NewEngine(c.layout, func() occ.Locker { return occ.NewCASLocker(c.qp()) }, kgOf,
@@ -533,11 +601,16 @@ func TestFreeSentinelTakenOver(t *testing.T) {
 		c.setLockWord(t, k, Sentinel(77, 1, false))
 		r := update(k)
 		// The coordinator saw the sentinel when it read the slot, so the
-		// takeover is one CAS expecting it.
-		if r.Outcome != occ.Committed || r.Counters.MNCAS != 1 || r.Counters.MNCASFailed != 0 {
+		// takeover is one CAS expecting it (and, with fences, the owner's
+		// first grant in the key group claims its fence: one more).
+		want := uint64(1)
+		if fenced && k == 0 {
+			want = 2
+		}
+		if r.Outcome != occ.Committed || r.Counters.MNCAS != want || r.Counters.MNCASFailed != 0 {
 			t.Fatalf("key %d: %v %+v", k, r.Outcome, r.Counters)
 		}
-		want := uint64(0)
+		want = 0
 		if k == 0 {
 			want = Sentinel(1, 1, false)
 		}
@@ -722,9 +795,11 @@ func (l *bankLoad) record(r occ.Result) bool {
 // between the nodes and to the MN CAS path and back, and the transport
 // drops calls. The total must be kept, every path must have granted, and no
 // lock word may stay held.
-func TestBankAcrossPaths(t *testing.T) {
+func TestBankAcrossPaths(t *testing.T) { bothLayouts(t, testBankAcrossPaths) }
+
+func testBankAcrossPaths(t *testing.T, fenced bool) {
 	const nAccts, initial, workersPerNode, transfers = 16, 1000, 3, 300
-	c := newCluster(t, 3, threeNodeMap(1))
+	c := newClusterWith(t, 3, threeNodeMap(1), nil, fenced)
 	c.tr.failEvery = 37
 	co := c.coordinator(0)
 	for k := range uint64(nAccts) {
@@ -818,11 +893,17 @@ func TestBankAcrossPaths(t *testing.T) {
 		t.Fatalf("a path never granted: committed %d, %+v", committed, sum)
 	}
 	c.assertNothingHeld(t)
+	if fenced {
+		claims, writes, refusals, unfenced := c.fenceStats()
+		t.Logf("fences: %d claimed, %d fenced writes, %d refusals, %d given back", claims, writes, refusals, unfenced)
+	}
 }
 
 // TestSlotReuseAcrossPaths: deletes through a LOCAL owner leave their empty
 // slots with lock word 0 (occ.LockResult.ClearWhenEmpty; the owner unmarks
 // them), so inserts of other cohorts' keys and of unowned keys reuse them.
+// (Without key-group fences: with them the table's buckets are partitioned
+// by key group, and no other key group's insert can meet those slots.)
 func TestSlotReuseAcrossPaths(t *testing.T) {
 	c := newCluster(t, 3, threeNodeMap(1))
 	co0, co1 := c.coordinator(0), c.coordinator(1)

@@ -83,12 +83,20 @@ var bankModel = porcupine.Model{
 // all three nodes, over LOCAL, owner-RPC and MN CAS locks, and checks the
 // history with porcupine.
 func TestBankHistoryStrictlySerializable(t *testing.T) {
+	bothLayouts(t, testBankHistoryStrictlySerializable)
+}
+
+func testBankHistoryStrictlySerializable(t *testing.T, fenced bool) {
 	for seed := range uint64(2) {
-		c := newCluster(t, 3, threeNodeMap(1))
+		c := newClusterWith(t, 3, threeNodeMap(1), nil, fenced)
 		c.tr.failEvery = 23
 		history := runBankHistory(t, c, seed, 60)
 		if res := porcupine.CheckOperationsTimeout(bankModel, history, 60*time.Second); res != porcupine.Ok {
 			t.Fatalf("seed %d: history of %d transactions is %s, want ok", seed, len(history), res)
+		}
+		if fenced {
+			claims, writes, refusals, unfenced := c.fenceStats()
+			t.Logf("fences: %d claimed, %d fenced writes, %d refusals, %d given back", claims, writes, refusals, unfenced)
 		}
 	}
 }
@@ -98,12 +106,14 @@ func TestBankHistoryStrictlySerializable(t *testing.T) {
 // under the same workload: owner-path lock-word CASes whose outcome is lost
 // are resolved by re-reading, coordinators clean up, the history stays
 // strictly serializable and nothing stays locked.
-func TestConnectionLossAcrossPaths(t *testing.T) {
+func TestConnectionLossAcrossPaths(t *testing.T) { bothLayouts(t, testConnectionLossAcrossPaths) }
+
+func testConnectionLossAcrossPaths(t *testing.T, fenced bool) {
 	var fdev *faulty.Device
-	c := newClusterOn(t, 3, threeNodeMap(1), func(d rdma.Device) rdma.Device {
+	c := newClusterWith(t, 3, threeNodeMap(1), func(d rdma.Device) rdma.Device {
 		fdev = faulty.Wrap(d, faulty.Random(5, faulty.Probabilities{FailUnapplied: 0.02, FailApplied: 0.02, FailPost: 0.02}))
 		return fdev
-	})
+	}, fenced)
 	history := runBankHistory(t, c, 9, 60)
 	if n := fdev.Faults().Total(); n < 20 {
 		t.Fatalf("only %d faults injected", n)
@@ -120,6 +130,10 @@ func TestConnectionLossAcrossPaths(t *testing.T) {
 	t.Logf("%d transactions, faults %+v, lock words resolved %d, unresolved %d", len(history), fdev.Faults(), resolved, unresolved)
 	if resolved == 0 {
 		t.Fatal("no owner-path lock word was resolved after a lost CAS")
+	}
+	if fenced {
+		claims, writes, refusals, unfenced := c.fenceStats()
+		t.Logf("fences: %d claimed, %d fenced writes, %d refusals, %d given back", claims, writes, refusals, unfenced)
 	}
 }
 

@@ -216,9 +216,11 @@ func TestRecutOnOneNode(t *testing.T) {
 // sentinels to its owner) — by Reconfigure and Install, without freezes;
 // each map reaches one node only, the others learn it late. The total must
 // be kept and no lock may stay held.
-func TestBankRecuts(t *testing.T) {
+func TestBankRecuts(t *testing.T) { bothLayouts(t, testBankRecuts) }
+
+func testBankRecuts(t *testing.T, fenced bool) {
 	const nAccts, initial, workersPerNode, transfers = 16, 1000, 3, 300
-	c := newCluster(t, 3, threeNodeMap(1))
+	c := newClusterWith(t, 3, threeNodeMap(1), nil, fenced)
 	co := c.coordinator(0)
 	for k := range uint64(nAccts) {
 		mustRun(t, co, func(tx txn.Tx) error { return tx.Insert(acct(k), u64(initial)) })
@@ -302,6 +304,10 @@ func TestBankRecuts(t *testing.T) {
 		t.Fatal("nothing committed")
 	}
 	c.assertNothingHeld(t)
+	if fenced {
+		claims, writes, refusals, unfenced := c.fenceStats()
+		t.Logf("fences: %d claimed, %d fenced writes, %d refusals, %d given back", claims, writes, refusals, unfenced)
+	}
 }
 
 // TestRecutTakeoverNeedsTheLease: a remote grantee takes over the free

@@ -3,6 +3,9 @@ package owner
 import (
 	"fmt"
 	"sync"
+	"time"
+
+	"github.com/aura-runtime/aura/control"
 
 	"github.com/aura-runtime/aura/messages"
 	"github.com/aura-runtime/aura/txn"
@@ -73,6 +76,61 @@ func (s *Service) Unpin(keys []Key) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.t.Unpin(keys)
+}
+
+// Fenced runs Table.Fenced at the current time.
+func (s *Service) Fenced(c control.CohortID, epoch uint64, kg control.KeyGroup, rkey uint32, addr uint64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.t.Fenced(c, epoch, kg, rkey, addr, s.now())
+}
+
+// FenceSince runs Table.FenceSince.
+func (s *Service) FenceSince(c control.CohortID, epoch uint64, kg control.KeyGroup) (int64, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.t.FenceSince(c, epoch, kg)
+}
+
+// DueUnfences runs Table.DueUnfences at the current time.
+func (s *Service) DueUnfences(max int) []Unfence {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.t.DueUnfences(s.now(), max)
+}
+
+// FenceQuery asks about the fence of KeyGroup for activation (Cohort,
+// Epoch), and whether a READ posted at SeenAt came after it was set.
+type FenceQuery struct {
+	Cohort   control.CohortID
+	Epoch    uint64
+	KeyGroup control.KeyGroup
+	SeenAt   time.Time
+}
+
+// FenceState answers a FenceQuery: Holds, the key group is in the active
+// activation; Trusted, the table holds its fence and may trust it;
+// SeenAfter, SeenAt (rounded down to the service's clock) is after the
+// fence was known set.
+type FenceState struct {
+	Holds, Trusted, SeenAfter bool
+}
+
+// FenceStates answers queries in one step of the table.
+func (s *Service) FenceStates(qs []FenceQuery) []FenceState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	out := make([]FenceState, len(qs))
+	for i, q := range qs {
+		st := FenceState{Holds: s.t.holdsFence(q.Cohort, q.Epoch, q.KeyGroup)}
+		if at, ok := s.t.FenceSince(q.Cohort, q.Epoch, q.KeyGroup); ok {
+			st.Trusted = true
+			st.SeenAfter = !q.SeenAt.IsZero() && now-time.Since(q.SeenAt).Microseconds()-1 > at
+		}
+		out[i] = st
+	}
+	return out
 }
 
 // Mark runs Table.Mark.

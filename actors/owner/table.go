@@ -195,13 +195,18 @@ type Config struct {
 	// MaxMarks caps the marked keys of the whole table (default 1<<20);
 	// past it Mark marks nothing more (grants of unmarked keys cost a CAS).
 	MaxMarks int
+	// MaxFences caps the key-group fences the table remembers (default
+	// 1<<18, more key groups than the planner places: 1024 cohorts of at
+	// most 64); past it Fenced records nothing more, and grants of records
+	// of unrecorded key groups cost a CAS.
+	MaxFences int
 }
 
 // DefaultConfig returns the defaults documented on Config.
 func DefaultConfig() Config {
 	return Config{MaxCohorts: 1024, MaxKeyGroupsPerCohort: 4096, MaxLocks: 1 << 20, MaxKeysPerRequest: 1024,
 		MaxIdempotencyKeys: 1 << 14, MaxTombstones: 1 << 14, DrainDeadlineMicros: 50_000, RetryAfterMicros: 1000,
-		MaxMarks: 1 << 20}
+		MaxMarks: 1 << 20, MaxFences: 1 << 18}
 }
 
 func (c Config) withDefaults() Config {
@@ -218,6 +223,7 @@ func (c Config) withDefaults() Config {
 	set(&c.MaxIdempotencyKeys, d.MaxIdempotencyKeys)
 	set(&c.MaxTombstones, d.MaxTombstones)
 	set(&c.MaxMarks, d.MaxMarks)
+	set(&c.MaxFences, d.MaxFences)
 	if c.DrainDeadlineMicros == 0 {
 		c.DrainDeadlineMicros = d.DrainDeadlineMicros
 	}
@@ -237,7 +243,7 @@ func (c Config) Validate() error {
 		{"MaxLocks", int64(c.MaxLocks)}, {"MaxKeysPerRequest", int64(c.MaxKeysPerRequest)},
 		{"MaxIdempotencyKeys", int64(c.MaxIdempotencyKeys)}, {"MaxTombstones", int64(c.MaxTombstones)},
 		{"DrainDeadlineMicros", c.DrainDeadlineMicros}, {"RetryAfterMicros", c.RetryAfterMicros},
-		{"MaxMarks", int64(c.MaxMarks)}} {
+		{"MaxMarks", int64(c.MaxMarks)}, {"MaxFences", int64(c.MaxFences)}} {
 		if f.v < 0 {
 			errs = append(errs, fmt.Errorf("owner: %s %d must not be negative", f.name, f.v))
 		}
@@ -365,6 +371,8 @@ type Table struct {
 	// pinned: keys whose stale grant is being ended (StaleLocks to Unpin);
 	// Acquire refuses them, so their word cannot become a new grantee's.
 	pinned map[Key]struct{}
+	// fences: the key-group fences this node set (fence.go).
+	fences map[control.KeyGroup]fenceRec
 }
 
 // NewTable returns an empty table.
@@ -375,7 +383,7 @@ func NewTable(cfg Config) (*Table, error) {
 	return &Table{cfg: cfg.withDefaults(), cohorts: map[control.CohortID]*cohortState{},
 		kgs: map[control.KeyGroup]control.CohortID{}, tombs: map[control.CohortID]tombstone{},
 		idem: map[idemKey]idemEntry{}, slots: map[Key]control.CohortID{}, markOf: map[Key]control.CohortID{},
-		pinned: map[Key]struct{}{}}, nil
+		pinned: map[Key]struct{}{}, fences: map[control.KeyGroup]fenceRec{}}, nil
 }
 
 // Config returns the table's bounds with defaults applied.
@@ -878,10 +886,12 @@ func (t *Table) Fence(c control.CohortID, epoch uint64, nowMicros int64) ([]Hold
 	clear(cs.locks)
 	clear(cs.holders)
 	// The fenced holders' words may stay held (or their WRITEs may still be
-	// on their way): no later grant at this epoch may trust a mark.
+	// on their way): no later grant at this epoch may trust a mark, nor a
+	// fence until it is seen set again.
 	for k := range cs.marked {
 		t.unmark(cs, k)
 	}
+	t.distrustFences(c, cs.epoch)
 	return fenced, nil
 }
 

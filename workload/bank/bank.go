@@ -214,7 +214,8 @@ func New(cfg Config) (*Workload, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	w := &Workload{cfg: cfg, rule: rule{perKG: cfg.AccountsPerKG, kgPerPart: cfg.KeyGroupsPerPartition}}
+	w := &Workload{cfg: cfg, rule: rule{perKG: cfg.AccountsPerKG, kgPerPart: cfg.KeyGroupsPerPartition,
+		kgs: (cfg.Accounts + cfg.AccountsPerKG - 1) / cfg.AccountsPerKG}}
 	if cfg.HotTheta > 0 {
 		z, err := zipf.NewScrambled(0, cfg.Accounts-1, cfg.HotTheta)
 		if err != nil {
@@ -327,7 +328,9 @@ func (w *Workload) TotalCents() int64 { return int64(w.cfg.Accounts) * w.cfg.Ini
 
 // Schema implements workload.Workload.
 func (w *Workload) Schema() txn.Schema {
-	return txn.Schema{Tables: []txn.Table{{ID: AccountTable, Name: "account", ValueSize: ValueSize, Capacity: w.cfg.Accounts}}}
+	return txn.Schema{Tables: []txn.Table{{ID: AccountTable, Name: "account", ValueSize: ValueSize, Capacity: w.cfg.Accounts,
+		Partitions: w.rule.kgs, Partition: w.rule.kgOfKey}},
+		KeyGroupFences: w.rule.kgs}
 }
 
 // Ref is the record of an account.
@@ -614,10 +617,19 @@ func (w *Workload) Rule() workload.Rule { return w.rule }
 
 type rule struct {
 	perKG, kgPerPart uint64
+	kgs              uint64 // key groups: ⌈records / perKG⌉
 }
 
-func (r rule) Name() string                 { return "bank_range" }
-func (r rule) KeyGroup(ref txn.Ref) uint64  { return ref.Key / r.perKG }
+func (r rule) Name() string                { return "bank_range" }
+func (r rule) KeyGroup(ref txn.Ref) uint64 { return ref.Key / r.perKG }
+
+// KeyGroupIndex implements workload.KeyGroupIndexer: key groups are dense
+// already (key / keys per key group).
+func (r rule) KeyGroupIndex(kg uint64) (uint64, bool) { return kg, kg < r.kgs }
+
+// kgOfKey is the table's partition of a key: its key group, so that every
+// slot holds records of one key group (txn.Table.Partitions).
+func (r rule) kgOfKey(key uint64) uint64    { return key / r.perKG }
 func (r rule) Partition(ref txn.Ref) uint64 { return ref.Key / r.perKG / r.kgPerPart }
 func (r rule) Home(msg *messages.TxnSubmit) uint64 {
 	switch b := msg.GetBody().(type) {

@@ -251,7 +251,14 @@ func (w *Workload) Schema() txn.Schema {
 	return txn.Schema{Tables: []txn.Table{{
 		ID: Table, Name: "tenant_data", ValueSize: w.cfg.ValueSize,
 		Capacity: uint64(len(w.populated)) * w.cfg.KeysPerKG,
-	}}}
+		// One partition per key group (txn.Table.Partitions): the key
+		// group's index among the loaded ones.
+		Partitions: uint64(len(w.populated)),
+		Partition: func(key uint64) uint64 {
+			i, _ := w.Rule().(rule).KeyGroupIndex(key / w.cfg.KeysPerKG)
+			return i
+		},
+	}}, KeyGroupFences: uint64(len(w.populated))}
 }
 
 // Ref is the record of a key.
@@ -472,9 +479,19 @@ func (w *Workload) Footprint(msg *messages.TxnSubmit) workload.Footprint {
 }
 
 // Rule implements workload.Workload.
-func (w *Workload) Rule() workload.Rule { return rule{perKG: w.cfg.KeysPerKG} }
+func (w *Workload) Rule() workload.Rule { return rule{perKG: w.cfg.KeysPerKG, populated: w.populated} }
 
-type rule struct{ perKG uint64 }
+type rule struct {
+	perKG     uint64
+	populated []uint64 // the workload's, ascending; never modified
+}
+
+// KeyGroupIndex implements workload.KeyGroupIndexer: a key group's position
+// among the loaded ones.
+func (r rule) KeyGroupIndex(kg uint64) (uint64, bool) {
+	i, ok := slices.BinarySearch(r.populated, kg)
+	return uint64(i), ok
+}
 
 func (r rule) Name() string                 { return "tenant_range" }
 func (r rule) KeyGroup(ref txn.Ref) uint64  { return ref.Key / r.perKG }

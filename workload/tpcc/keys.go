@@ -212,6 +212,65 @@ func (wl *Workload) keyGroup(r txn.Ref) uint64 {
 	return t | uint64(w)<<kgWShift | wl.bucket(r)&kgLowMask
 }
 
+// keyGroupCount is the number of dense key-group indices (keyGroupIndex):
+// every table × LegacyKeyGroups under the legacy encoding, every table ×
+// warehouse 0..W × BucketsPerWarehouse under the reshaped one.
+func (wl *Workload) keyGroupCount() uint64 {
+	if wl.legacy {
+		return uint64(NumTables) * uint64(wl.cfg.LegacyKeyGroups)
+	}
+	return uint64(NumTables) * uint64(wl.cfg.Warehouses+1) * uint64(wl.cfg.BucketsPerWarehouse)
+}
+
+// keyGroupIndex is kg's dense index below keyGroupCount.
+func (wl *Workload) keyGroupIndex(kg uint64) (uint64, bool) {
+	t := kg >> kgTableShift
+	if t < 1 || t > uint64(NumTables) {
+		return 0, false
+	}
+	if wl.legacy {
+		x := kg & (1<<kgTableShift - 1)
+		if x >= uint64(wl.cfg.LegacyKeyGroups) {
+			return 0, false
+		}
+		return (t-1)*uint64(wl.cfg.LegacyKeyGroups) + x, true
+	}
+	w, b := uint64(KeyGroupWarehouse(kg)), kg&kgLowMask
+	if w > uint64(wl.cfg.Warehouses) || b >= uint64(wl.cfg.BucketsPerWarehouse) {
+		return 0, false
+	}
+	return ((t-1)*uint64(wl.cfg.Warehouses+1)+w)*uint64(wl.cfg.BucketsPerWarehouse) + b, true
+}
+
+// tablePartitions splits a table's hash index by reshaped key group
+// (txn.Table.Partitions), counting only the key groups the table uses, so
+// that its capacity is spread over partitions about equally full: a
+// district's tables use the buckets (d−1) mod B of their warehouse, so
+// min(10, B) of them; the customer tables and STOCK spread their rows over
+// all B; ITEM is warehouse 0's B; WAREHOUSE one a warehouse. Within a
+// table a partition is one key group. The legacy encoding has none: its
+// key groups (record key mod 1024) fill unevenly (ORDER_LINE's line
+// numbers), and it is the encoding AURA is measured against.
+func (wl *Workload) tablePartitions(t txn.TableID) (uint64, func(key uint64) uint64) {
+	W, B := uint64(wl.cfg.Warehouses), uint64(wl.cfg.BucketsPerWarehouse)
+	wOf := func(key uint64) uint64 {
+		w, _, _ := unpack(key)
+		return uint64(max(w, 1) - 1)
+	}
+	switch t {
+	case TableWarehouse:
+		return W, wOf
+	case TableDistrict, TableDeliveryCursor, TableHistory, TableOrder, TableNewOrder, TableOrderLine:
+		nd := min(uint64(DistrictsPerWarehouse), B)
+		return W * nd, func(key uint64) uint64 {
+			return wOf(key)*nd + wl.bucket(txn.Ref{Table: t, Key: key})%nd
+		}
+	case TableItem:
+		return B, func(key uint64) uint64 { return wl.bucket(txn.Ref{Table: t, Key: key}) }
+	}
+	return W * B, func(key uint64) uint64 { return wOf(key)*B + wl.bucket(txn.Ref{Table: t, Key: key}) }
+}
+
 // partition returns a record's warehouse (0 for ITEM).
 func partition(r txn.Ref) uint64 {
 	if r.Table == TableItem {

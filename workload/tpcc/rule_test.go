@@ -7,6 +7,7 @@ import (
 	"github.com/aura-runtime/aura/messages"
 	"github.com/aura-runtime/aura/txn"
 	"github.com/aura-runtime/aura/txn/memtx"
+	"github.com/aura-runtime/aura/workload"
 )
 
 func TestKeyPacking(t *testing.T) {
@@ -296,5 +297,98 @@ func TestFootprintCounts(t *testing.T) {
 	}
 	if fp := wl.Footprint(&messages.TxnSubmit{}); len(fp.Writes)+len(fp.Reads) != 0 {
 		t.Error("footprint of an empty body")
+	}
+}
+
+// TestKeyGroupFencesAndPartitions: under both encodings every key group
+// has its own dense index below the schema's KeyGroupFences; under the
+// reshaped one each table's partitions hold one key group each, and every
+// partition of a table is used about equally.
+func TestKeyGroupFencesAndPartitions(t *testing.T) {
+	for _, enc := range []string{EncodingReshaped, EncodingLegacy} {
+		cfg := DefaultConfig()
+		cfg.Warehouses, cfg.CustomersPerDistrict, cfg.ItemCount, cfg.ExpectedNewOrders = 3, 300, 2048, 0
+		cfg.KeyEncoding = enc
+		wl := newWorkload(t, cfg)
+		schema := wl.Schema()
+		ix := wl.Rule().(workload.KeyGroupIndexer)
+		var refs []txn.Ref
+		for w := uint32(1); w <= 3; w++ {
+			refs = append(refs, ref(TableWarehouse, WarehouseKey(w)))
+			for d := uint32(1); d <= 10; d++ {
+				refs = append(refs, ref(TableDistrict, DistrictKey(w, d)), ref(TableDeliveryCursor, DistrictKey(w, d)))
+				for c := uint32(1); c <= 300; c++ {
+					refs = append(refs, ref(TableCustomer, CustomerKey(w, d, c)), ref(TableCustomerLastOrder, CustomerKey(w, d, c)),
+						ref(TableHistory, HistoryKey(w, d, uint64(c))), ref(TableOrder, OrderKey(w, d, uint64(c))),
+						ref(TableNewOrder, OrderKey(w, d, uint64(c))), ref(TableOrderLine, OrderLineKey(w, d, uint64(c), c%15+1)),
+						ref(TableCustomerName, CustomerNameKey(w, d, c)))
+				}
+			}
+			for i := uint32(1); i <= 2048; i++ {
+				refs = append(refs, ref(TableStock, StockKey(w, i)))
+			}
+		}
+		for i := uint32(1); i <= 2048; i++ {
+			refs = append(refs, ref(TableItem, ItemKey(i)))
+		}
+		indexOf := map[uint64]uint64{} // index → key group
+		type part struct {
+			table txn.TableID
+			p     uint64
+		}
+		kgOfPart := map[part]uint64{}
+		used := map[txn.TableID]map[uint64]int{}
+		for _, r := range refs {
+			kg := wl.Rule().KeyGroup(r)
+			i, ok := ix.KeyGroupIndex(kg)
+			if !ok || i >= schema.KeyGroupFences {
+				t.Fatalf("%v: %s key group %#x has index %d, %v (of %d)", enc, TableName(r.Table), kg, i, ok, schema.KeyGroupFences)
+			}
+			if other, ok := indexOf[i]; ok && other != kg {
+				t.Fatalf("%v: key groups %#x and %#x share index %d", enc, other, kg, i)
+			}
+			indexOf[i] = kg
+			tab, _ := schema.Table(r.Table)
+			if enc == EncodingLegacy {
+				if tab.Partitions != 0 {
+					t.Fatalf("legacy %s is partitioned", tab.Name)
+				}
+				continue
+			}
+			if tab.Partitions == 0 {
+				t.Fatalf("reshaped %s is not partitioned", tab.Name)
+			}
+			p := tab.Partition(r.Key)
+			if p >= tab.Partitions {
+				t.Fatalf("%s key %#x: partition %d of %d", tab.Name, r.Key, p, tab.Partitions)
+			}
+			if other, ok := kgOfPart[part{r.Table, p}]; ok && other != kg {
+				t.Fatalf("%s partition %d holds key groups %#x and %#x", tab.Name, p, other, kg)
+			}
+			kgOfPart[part{r.Table, p}] = kg
+			if used[r.Table] == nil {
+				used[r.Table] = map[uint64]int{}
+			}
+			used[r.Table][p]++
+		}
+		if _, ok := ix.KeyGroupIndex(uint64(NumTables+1) << kgTableShift); ok {
+			t.Fatalf("%v: a key group of no table has an index", enc)
+		}
+		if enc == EncodingLegacy {
+			continue
+		}
+		for _, tab := range schema.Tables {
+			u := used[tab.ID]
+			if uint64(len(u)) != tab.Partitions {
+				t.Errorf("%s: %d of %d partitions used", tab.Name, len(u), tab.Partitions)
+			}
+			lo, hi := int(^uint(0)>>1), 0
+			for _, n := range u {
+				lo, hi = min(lo, n), max(hi, n)
+			}
+			if hi > 2*lo {
+				t.Errorf("%s: partitions hold %d to %d of the sample", tab.Name, lo, hi)
+			}
+		}
 	}
 }

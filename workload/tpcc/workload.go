@@ -111,7 +111,12 @@ func (wl *Workload) Mix() Mix { return wl.mix }
 func (wl *Workload) Schema() txn.Schema {
 	ts := make([]txn.Table, len(wl.schema.Tables))
 	copy(ts, wl.schema.Tables)
-	return txn.Schema{Tables: ts}
+	if !wl.legacy {
+		for i := range ts {
+			ts[i].Partitions, ts[i].Partition = wl.tablePartitions(ts[i].ID)
+		}
+	}
+	return txn.Schema{Tables: ts, KeyGroupFences: wl.keyGroupCount()}
 }
 
 // Rule returns the rule "tpcc_warehouse": key groups under the configured
@@ -143,6 +148,9 @@ func (rule) Name() string { return "tpcc_warehouse" }
 
 // KeyGroup returns the record's key group under the configured encoding.
 func (r rule) KeyGroup(ref txn.Ref) uint64 { return r.wl.keyGroup(ref) }
+
+// KeyGroupIndex implements workload.KeyGroupIndexer.
+func (r rule) KeyGroupIndex(kg uint64) (uint64, bool) { return r.wl.keyGroupIndex(kg) }
 
 // Partition returns the record's warehouse (0 for ITEM).
 func (rule) Partition(ref txn.Ref) uint64 { return partition(ref) }

@@ -122,7 +122,8 @@ func New(cfg Config) (*Workload, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	w := &Workload{cfg: cfg, rule: rule{perKG: cfg.KeysPerKG, kgPerPart: cfg.KeyGroupsPerPartition}}
+	w := &Workload{cfg: cfg, rule: rule{perKG: cfg.KeysPerKG, kgPerPart: cfg.KeyGroupsPerPartition,
+		kgs: (cfg.RecordCount + cfg.KeysPerKG - 1) / cfg.KeysPerKG}}
 	switch cfg.Distribution {
 	case Zipfian:
 		z, err := zipf.NewScrambled(0, cfg.RecordCount-1, cfg.Theta)
@@ -163,7 +164,9 @@ func (w *Workload) Name() string { return Name }
 
 // Schema implements workload.Workload.
 func (w *Workload) Schema() txn.Schema {
-	return txn.Schema{Tables: []txn.Table{{ID: Table, Name: "usertable", ValueSize: w.cfg.ValueSize, Capacity: w.cfg.RecordCount}}}
+	return txn.Schema{Tables: []txn.Table{{ID: Table, Name: "usertable", ValueSize: w.cfg.ValueSize, Capacity: w.cfg.RecordCount,
+		Partitions: w.rule.kgs, Partition: w.rule.kgOfKey}},
+		KeyGroupFences: w.rule.kgs}
 }
 
 // Ref is the record of a key.
@@ -245,10 +248,19 @@ func (w *Workload) Rule() workload.Rule { return w.rule }
 
 type rule struct {
 	perKG, kgPerPart uint64
+	kgs              uint64 // key groups: ⌈records / perKG⌉
 }
 
-func (r rule) Name() string                 { return "ycsb_range" }
-func (r rule) KeyGroup(ref txn.Ref) uint64  { return ref.Key / r.perKG }
+func (r rule) Name() string                { return "ycsb_range" }
+func (r rule) KeyGroup(ref txn.Ref) uint64 { return ref.Key / r.perKG }
+
+// KeyGroupIndex implements workload.KeyGroupIndexer: key groups are dense
+// already (key / keys per key group).
+func (r rule) KeyGroupIndex(kg uint64) (uint64, bool) { return kg, kg < r.kgs }
+
+// kgOfKey is the table's partition of a key: its key group, so that every
+// slot holds records of one key group (txn.Table.Partitions).
+func (r rule) kgOfKey(key uint64) uint64    { return key / r.perKG }
 func (r rule) Partition(ref txn.Ref) uint64 { return ref.Key / r.perKG / r.kgPerPart }
 func (r rule) Home(msg *messages.TxnSubmit) uint64 {
 	return kvrec.Home(msg, r.Partition)

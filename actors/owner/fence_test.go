@@ -1,0 +1,266 @@
+package owner
+
+import (
+	"context"
+	"encoding/binary"
+	"testing"
+	"time"
+
+	"github.com/aura-runtime/aura/control"
+	"github.com/aura-runtime/aura/occ"
+	"github.com/aura-runtime/aura/rdma"
+	"github.com/aura-runtime/aura/txn"
+)
+
+// fencedVerbCluster is verbCluster on the fenced layout: 64 records loaded
+// through the plain MN CAS path (lock words 0, no fence set).
+func fencedVerbCluster(t *testing.T) *cluster {
+	t.Helper()
+	c := newClusterWith(t, 3, threeNodeMap(1), nil, true)
+	plain, err := occ.NewEngine(c.layout, func() occ.Locker { return occ.NewCASLocker(c.qp()) }, kgOf,
+		occ.Config{Node: 9, CleanupTimeout: time.Second, CleanupBackoff: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range c.nodes {
+		n.cfg.WriteLease = time.Minute // as in verbCluster: counts independent of scheduling
+	}
+	loader := plain.NewCoordinator(c.qp())
+	for k := range uint64(64) {
+		mustRun(t, loader, func(tx txn.Tx) error { return tx.Insert(acct(k), u64(100)) })
+	}
+	return c
+}
+
+// fenceWord reads key group kg's fence word.
+func (c *cluster) fenceWord(t *testing.T, kg uint64) uint64 {
+	t.Helper()
+	addr, ok := c.layout.FenceAddr(kg)
+	if !ok {
+		t.Fatalf("no fence word for key group %d", kg)
+	}
+	buf := make([]byte, 8)
+	cs, err := rdma.Exec(context.Background(), c.checkQP(), rdma.WorkRequest{Op: rdma.OpRead, RKey: c.layout.Fences.RKey, RemoteAddr: addr, Local: buf})
+	if err != nil || rdma.FirstError(cs) != nil {
+		t.Fatal(err, rdma.FirstError(cs))
+	}
+	return binary.LittleEndian.Uint64(buf)
+}
+
+// TestKeyGroupFences walks the key-group fence protocol through its cases
+// and counts its verbs:
+//   - an owner's first grant in a key group claims the group's fence (one
+//     CAS) beside its lock-word CASes; after that, first grants of records
+//     it never granted, and inserts into the group's empty slots, are plain
+//     WRITEs: zero atomics;
+//   - an MN CAS locker whose map is older than the fence takes a word from
+//     0, reads the fence, and gives the word back (redirect);
+//   - another owner's grantee that takes a word from 0 while the fence is
+//     held by an activation on another node gives it back, and the lock
+//     follows the fence's cohort (an owner RPC);
+//   - once the key group left the fencing activation, the node gives the
+//     fence back after a drain deadline, and the new owner claims it.
+func TestKeyGroupFences(t *testing.T) {
+	c := fencedVerbCluster(t)
+	co0, co1, co2 := c.coordinator(0), c.coordinator(1), c.coordinator(2)
+
+	// Key group 0 is cohort 1's, LOCAL on cn-0.
+	cnt, dev := bump(t, c, co0, []uint64{0, 8, 16})
+	if cnt.LocksLocal != 3 || cnt.MNCAS != 4 || dev.CAS != 4 {
+		t.Fatalf("first grants: %+v, memory node %d CAS; want 3 lock words and the fence by CAS", cnt, dev.CAS)
+	}
+	if w := c.fenceWord(t, 0); w != Sentinel(1, 1, false) {
+		t.Fatalf("fence of key group 0: %#x", w)
+	}
+	cnt, dev = bump(t, c, co0, []uint64{24, 32, 40})
+	if cnt.LocksLocal != 3 || cnt.MNCAS != 0 || dev.CAS != 0 {
+		t.Fatalf("first grants of never-granted records under the fence: %+v, memory node %d CAS, want none", cnt, dev.CAS)
+	}
+	before := c.mem.Stats()
+	r := mustRun(t, co0, func(tx txn.Tx) error { return tx.Insert(acct(8*100), u64(7)) })
+	if d := c.mem.Stats().Sub(before); r.Counters.MNCAS != 0 || d.CAS != 0 {
+		t.Fatalf("insert under the fence: %+v, memory node %d CAS, want none", r.Counters, d.CAS)
+	}
+	if got := c.nodes[0].Stats.FencedWrites.Load(); got != 4 {
+		t.Fatalf("fenced writes %d, want 4", got)
+	}
+
+	// A node whose map is older than the fence (no map yet: epoch 0): its
+	// MN CAS takes key 48's word, meets the fence of epoch 1 and gives the
+	// word back.
+	stale := NewMapResolver("cn-9", c.names, func(context.Context) (*control.OwnerMap, error) { return &control.OwnerMap{}, nil })
+	node9, err := NewNode(NodeConfig{Self: "cn-9"}, nil, stale, c.tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng9, err := occ.NewEngine(c.layout, func() occ.Locker { return node9.NewLocker(c.qp(), occ.NewCASLocker(c.qp())) }, kgOf,
+		occ.Config{Node: 10, CleanupTimeout: time.Second, CleanupBackoff: time.Millisecond,
+			KeyGroupIndex: func(kg uint64) (uint64, bool) { return kg, kg < 8 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = eng9.NewCoordinator(c.qp()).Run(context.Background(), 1, func(tx txn.Tx) error {
+		_, err := tx.GetForUpdate(acct(48))
+		return err
+	})
+	if r.Outcome == occ.Committed || r.Counters.LocksMNCAS != 0 || r.Counters.MNCAS != 2 {
+		t.Fatalf("MN CAS under a newer fence: %v %+v, want refused after 2 CAS (take, give back)", r.Outcome, r.Counters)
+	}
+	if w := c.lockWord(t, 48); w != 0 {
+		t.Fatalf("key 48 after the refused MN CAS: %#x, want 0", w)
+	}
+	if n := node9.Stats.FenceRefusals.Load(); n != 1 {
+		t.Fatalf("refusals %d, want 1", n)
+	}
+	_ = co2
+
+	// A re-cut that cn-1 learnt first: key group 0 moves to cohort 2 (cn-1)
+	// at epoch 2 while cn-0 still holds cohort 1 with it. cn-1's grant takes
+	// key 56's word from 0, meets cohort 1's fence and gives the word back;
+	// the lock follows cohort 1 to cn-0.
+	m2 := &control.OwnerMap{Epoch: 2, Cohorts: []control.Placement{
+		{Cohort: control.Cohort{ID: 1, KeyGroups: []uint64{1}}, Owner: 0},
+		{Cohort: control.Cohort{ID: 2, KeyGroups: []uint64{0, 2, 3}}, Owner: 1},
+	}}
+	c.published.Store(m2)
+	if err := c.resolvers[1].Update(m2); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.tables[1].Do(func(tb *Table) error { return tb.Reconfigure(2, 1, []control.KeyGroup{0, 2, 3}, 2) }); err != nil {
+		t.Fatal(err)
+	}
+	cnt, _ = bump(t, c, co1, []uint64{56})
+	if cnt.LocksOwnerRPC != 1 || c.nodes[1].Stats.FenceRefusals.Load() != 1 {
+		t.Fatalf("grant against another node's fence: %+v, refusals %d; want it to follow cohort 1", cnt, c.nodes[1].Stats.FenceRefusals.Load())
+	}
+	if w := c.lockWord(t, 56); w != Sentinel(1, 1, false) {
+		t.Fatalf("key 56 after the followed grant: %#x", w)
+	}
+
+	// cn-0 learns the re-cut: key group 0 leaves cohort 1, and a drain
+	// deadline (20 ms) later its sweeper gives the fence back.
+	if err := c.resolvers[0].Update(m2); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.tables[0].Do(func(tb *Table) error { return tb.Reconfigure(1, 1, []control.KeyGroup{1}, 2) }); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for c.fenceWord(t, 0) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("fence of key group 0 still %#x", c.fenceWord(t, 0))
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if n := c.nodes[0].Stats.Unfenced.Load(); n != 1 {
+		t.Fatalf("cn-0 gave back %d fences, want 1", n)
+	}
+	// cn-1 last saw cohort 1's fence, so its next grant (key 48, word 0:
+	// the refused MN CAS gave it back) is a CAS that reads the fence again,
+	// and the grant after it (an insert) claims the fence: a CAS for the
+	// slot's word and one for the fence. The insert after that is a WRITE.
+	cnt, _ = bump(t, c, co1, []uint64{48})
+	if cnt.LocksLocal != 1 || cnt.MNCAS != 1 {
+		t.Fatalf("after the give-back: %+v, want a local grant and 1 CAS", cnt)
+	}
+	for i, want := range []uint64{2, 0} {
+		r = mustRun(t, co1, func(tx txn.Tx) error { return tx.Insert(acct(8*uint64(101+i)), u64(7)) })
+		if r.Counters.MNCAS != want || r.Counters.LocksLocal != 1 {
+			t.Fatalf("cn-1's insert %d: %+v, want a local grant and %d CAS", i, r.Counters, want)
+		}
+	}
+	if w := c.fenceWord(t, 0); w != Sentinel(2, 1, false) {
+		t.Fatalf("fence of key group 0 after cn-1's grants: %#x", w)
+	}
+	c.assertNothingHeld(t)
+}
+
+// TestTableFences: the table trusts a fence only while its key group is in
+// the active activation that set it; a fence it can no longer trust is
+// given back a drain deadline after the table first saw that, unless the
+// key group came back; Fence makes the activation's fences untrusted until
+// seen set again; MaxFences bounds them.
+func TestTableFences(t *testing.T) {
+	tb, err := NewTable(Config{DrainDeadlineMicros: 100, MaxFences: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(tb.Install(1, []control.KeyGroup{10, 11, 12}, 1))
+	if tb.Fenced(1, 2, 10, 7, 80, 5) || tb.Fenced(2, 1, 10, 7, 80, 5) || tb.Fenced(1, 1, 13, 7, 88, 5) {
+		t.Fatal("recorded a fence of another epoch, cohort or key group")
+	}
+	for i, kg := range []control.KeyGroup{10, 11, 12} {
+		if !tb.Fenced(1, 1, kg, 7, 8*uint64(kg), int64(10+i)) {
+			t.Fatalf("key group %d not recorded", kg)
+		}
+	}
+	if at, ok := tb.FenceSince(1, 1, 11); !ok || at != 11 {
+		t.Fatalf("FenceSince = %d, %v", at, ok)
+	}
+	if !tb.Fenced(1, 1, 11, 7, 88, 50) {
+		t.Fatal("re-recording failed")
+	}
+	if at, _ := tb.FenceSince(1, 1, 11); at != 11 {
+		t.Fatalf("re-recording moved the time to %d", at)
+	}
+	must(tb.Install(2, []control.KeyGroup{20}, 1))
+	if tb.Fenced(2, 1, 20, 7, 160, 5) {
+		t.Fatal("recorded past MaxFences")
+	}
+
+	// Key group 12 leaves cohort 1: untrusted at once, given back 100 µs
+	// after the table first saw it; 11 leaves and comes back in time.
+	must(tb.Reconfigure(1, 1, []control.KeyGroup{10}, 2))
+	if _, ok := tb.FenceSince(1, 1, 12); ok {
+		t.Fatal("a fence of a key group that left is trusted")
+	}
+	if got := tb.DueUnfences(1000, 10); len(got) != 0 {
+		t.Fatalf("given back at first sight: %v", got)
+	}
+	must(tb.Reconfigure(1, 1, []control.KeyGroup{10, 11}, 3))
+	if got := tb.DueUnfences(1099, 10); len(got) != 0 {
+		t.Fatalf("given back before the deadline: %v", got)
+	}
+	got := tb.DueUnfences(1100, 10)
+	if len(got) != 1 || got[0] != (Unfence{KeyGroup: 12, RKey: 7, Addr: 96, Word: Sentinel(1, 1, false)}) {
+		t.Fatalf("due = %+v", got)
+	}
+	if _, ok := tb.FenceSince(1, 1, 11); !ok {
+		t.Fatal("key group 11 came back but its fence is not trusted")
+	}
+
+	// Fence distrusts them until seen set again; a retired activation's
+	// fences are given back.
+	must(tb.Freeze(1, 1, 2000))
+	if _, ok := tb.FenceSince(1, 1, 10); ok {
+		t.Fatal("a frozen activation's fence is trusted")
+	}
+	if _, err := tb.Fence(1, 1, 2100); err != nil {
+		t.Fatal(err)
+	}
+	must(tb.Thaw(1, 1))
+	if _, ok := tb.FenceSince(1, 1, 10); ok {
+		t.Fatal("a fenced activation's fence is trusted before it is seen set again")
+	}
+	if !tb.Fenced(1, 1, 10, 7, 80, 2200) {
+		t.Fatal("not re-recorded")
+	}
+	if at, ok := tb.FenceSince(1, 1, 10); !ok || at != 2200 {
+		t.Fatalf("after the thaw: %d, %v", at, ok)
+	}
+	must(tb.Freeze(1, 1, 3000))
+	must(tb.Retire(1, 1, Moved{Owner: "cn-1", Epoch: 4}))
+	tb.DueUnfences(3000, 10)
+	if got := tb.DueUnfences(3100, 10); len(got) != 2 {
+		t.Fatalf("retired activation's fences due = %+v, want 2", got)
+	}
+	if tb.Fences() != 0 {
+		t.Fatalf("%d fences left", tb.Fences())
+	}
+}
