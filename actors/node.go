@@ -753,3 +753,42 @@ func (n *Node) OwnerMap() *control.OwnerMap {
 	defer n.own.mu.Unlock()
 	return n.own.asm.Installed()
 }
+
+// OwnerPathStats counts a node's lock-word verbs on the ownership paths
+// (package actors/owner, NodeStats): what its owner-path grants cost on
+// the memory node and why.
+type OwnerPathStats struct {
+	// WordWrites: lock words set held by plain WRITE (no atomic), of which
+	// FencedWrites were first grants under a key-group fence; WordCASes:
+	// set by CAS (first grants without a fence, remote grants, re-cuts).
+	WordWrites   uint64 `json:"word_writes"`
+	FencedWrites uint64 `json:"fenced_writes"`
+	WordCASes    uint64 `json:"word_cases"`
+	// FenceClaims, FenceRefusals, Unfenced: key-group fences set, lock
+	// words given back to another owner's fence, fences given back (one
+	// CAS each).
+	FenceClaims   uint64 `json:"fence_claims"`
+	FenceRefusals uint64 `json:"fence_refusals"`
+	Unfenced      uint64 `json:"unfenced"`
+	// Reclaimed: free sentinels of retired activations taken over by CAS.
+	Reclaimed uint64 `json:"reclaimed"`
+}
+
+// Add returns the sum of two counts.
+func (s OwnerPathStats) Add(o OwnerPathStats) OwnerPathStats {
+	return OwnerPathStats{WordWrites: s.WordWrites + o.WordWrites, FencedWrites: s.FencedWrites + o.FencedWrites,
+		WordCASes: s.WordCASes + o.WordCASes, FenceClaims: s.FenceClaims + o.FenceClaims,
+		FenceRefusals: s.FenceRefusals + o.FenceRefusals, Unfenced: s.Unfenced + o.Unfenced, Reclaimed: s.Reclaimed + o.Reclaimed}
+}
+
+// OwnerPathStats returns the node's owner-path verb counts since it
+// started (zero without the owner path).
+func (n *Node) OwnerPathStats() OwnerPathStats {
+	if n.own == nil {
+		return OwnerPathStats{}
+	}
+	s := &n.own.onode.Stats
+	return OwnerPathStats{WordWrites: s.WordWrites.Load(), FencedWrites: s.FencedWrites.Load(), WordCASes: s.WordCASes.Load(),
+		FenceClaims: s.FenceClaims.Load(), FenceRefusals: s.FenceRefusals.Load(), Unfenced: s.Unfenced.Load(),
+		Reclaimed: s.Reclaimed.Load()}
+}

@@ -1,5 +1,7 @@
 package bench
 
+import "github.com/aura-runtime/aura/actors"
+
 // Result is one mode's run, with the fields of the specification's JSON
 // contract, named exactly so. Fields of capabilities a mode does not have
 // (cohorts, migrations, manifest for mn-only; migrations for the fixed maps
@@ -37,6 +39,10 @@ type Result struct {
 	Params        Params                `json:"params"`
 	// Planner is the planner actor's state at the end of an aura run.
 	Planner *PlannerStats `json:"planner,omitempty"`
+	// OwnerPath sums the nodes' owner-path lock-word verbs over the whole
+	// run, warm-up included (absent for mn-only, which has no owner path):
+	// where the atomics an owner still pays come from.
+	OwnerPath *actors.OwnerPathStats `json:"owner_path,omitempty"`
 }
 
 // PlannerStats is the planner actor's state at the end of an aura run.

@@ -396,6 +396,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		res.Migrations = *mig
 	}
 	res.Migrations.LockRedirects = total.redirects
+	if cfg.Mode != "mn-only" {
+		var op actors.OwnerPathStats
+		for _, n := range cl.nodes {
+			op = op.Add(n.OwnerPathStats())
+		}
+		res.OwnerPath = &op
+	}
 
 	// Quiesce (planner first: no push after this), then check consistency
 	// through one-sided reads.

@@ -253,8 +253,10 @@
 //     doorbell; the table records the time after the CAS completed
 //     (Table.Fenced). Never from another live activation, not even one of
 //     the same table (fenceExpect).
-//   - F2, every CAS from 0 reads the fence. A locker that takes a lock word
-//     from 0 by CAS — the MN CAS path (occ.CASLocker) or an owner grantee —
+//   - F2, every CAS that takes a free word reads the fence. A locker that
+//     takes a lock word by CAS from 0 or from a free sentinel other than
+//     its own activation's — the MN CAS path (occ.CASLocker, and the
+//     takeover of retired sentinels, Locker.reclaim) or an owner grantee —
 //     reads the record's fence in the same doorbell, after the CAS
 //     (occ.LockResult.FenceWord). It keeps the word if the fence is 0, its
 //     own activation's, or retired for it; if the fence is another
@@ -262,14 +264,16 @@
 //     to 0 and does not mark it (F3). Otherwise it gives the word back by
 //     CAS (a WRITE could erase an owner's H) and the lock follows the
 //     fence's cohort (Locker.follow), as for a free sentinel.
-//   - F3, zero release: see F2. So, under a fence S(c,e), a word that was
-//     0 can only become a sentinel other than S(c,e) through a grant of
-//     (c,e) itself.
+//   - F3, zero release: see F2. So, under a fence S(c,e), a free word
+//     can only become a free sentinel of a live activation other than
+//     (c,e) through a grant of (c,e) itself.
 //   - F4, fenced WRITE. A local grantee of (c,e) sets a word held by plain
 //     WRITE, without a mark, when its table trusts the fence (the key group
 //     is in the active (c,e), and the fence was recorded at f: FenceSince),
 //     and the coordinator's READ of the slot (occ.LockRequest.Seen, SeenAt,
-//     SeenKG) was posted after f, found the word 0 and the slot holding
+//     SeenKG) was posted after f, found the word 0 or the free sentinel of
+//     an activation retired for the grantee (an older activation of its
+//     cohort after a migration, or one its map no longer places), and the slot holding
 //     the requested record — or empty, in a table whose buckets are
 //     partitioned by key group (txn.Table.Partitions), so that only this
 //     key group's records can ever occupy it — and was posted less than
@@ -283,19 +287,21 @@
 //     activation's fences untrusted until they are seen set again.
 //
 // Lemma (a fenced WRITE takes a free word). Let G be F4's grantee, r its
-// READ (after f, word 0), w the moment its WRITE lands. At r nobody holds
-// the word (a holder's word is a tag or a held sentinel until its release).
+// READ (after f, word 0 or a retired activation's free sentinel), w the
+// moment its WRITE lands. At r nobody holds the word (a holder's word is a
+// tag or a held sentinel until its release), and no marked WRITE can come
+// (a retired activation was drained, A1, A3).
 // From f to w the fence is S(c,e): it is given back only a drain deadline
 // after the table stopped trusting it (F5), and G's trust was checked less
 // than a WRITE lease after G asked, so G's WRITE lands first (A3); others
 // take it only from a retired activation (F1, and retired by A1 means
 // frozen and drained or fenced, while G's activation is active when asked
 // and its WRITE lands before a fence of it, A3). Between r and w the word
-// leaves 0 only by a CAS from 0 (a sentinel other than S(c,e) can only
-// appear by F3 through a grantee of (c,e), and S(c,e) is only taken by
-// grantees of (c,e)'s table), and each such CAS reads the fence after f
-// (F2): the locker gives the word back (it may find G's H instead and then
-// does nothing), or it is a grantee of (c,e)'s own table, which grants the
+// changes only by a CAS that takes a free word (the free sentinels it can
+// hold are retired ones, S(c,e), whose takers are grantees of (c,e)'s
+// table, or by F3 one of (c,e)'s table), and each such CAS reads the
+// fence after f (F2): the locker gives the word back (it may find G's H
+// instead and then does nothing), or it is a grantee of (c,e)'s own table, which grants the
 // slot to one holder at a time: it held and released the slot before G was
 // granted it (its release stored before the table released it), or waits
 // until G's release. So at w the word is 0, S(c,e), or a word a locker is
@@ -307,7 +313,7 @@
 // WRITE (this lemma), and a word given back was never used.
 //
 // Cost: one CAS per key group and activation (the claim), one READ per
-// CAS from 0 (in the doorbell it is in: no round trip), a CAS per refusal
+// CAS that takes a free word (in the doorbell it is in: no round trip), a CAS per refusal
 // (two atomics wasted, then the lock follows the fence's owner), and one
 // CAS per give-back. TestKeyGroupFences counts these verbs;
 // TestTableFences checks the table's half; the bank, porcupine, re-cut and

@@ -51,6 +51,21 @@ func (l *Locker) fenceStates(reqs []occ.LockRequest, gs []ownerGrant) []fenceSta
 	return out
 }
 
+// fenceable reports whether a fenced WRITE of grant g may replace the word
+// seen (F4): 0, or the free sentinel of an activation retired for g (an
+// older activation of g's cohort, or a cohort its map does not place).
+// Every locker that takes such a word reads the fence after it (F2).
+func (l *Locker) fenceable(seen uint64, g ownerGrant) bool {
+	if seen == 0 {
+		return true
+	}
+	if !store.IsFreeSentinel(seen) || seen == Sentinel(g.route.Cohort, g.epoch, false) {
+		return false
+	}
+	ok, _ := l.retired(seen, g.route, g.epoch)
+	return ok
+}
+
 // fenceExpect returns the value a claim of q's fence word for grant g
 // expects (the node's last sight of the word), and false when that value
 // is the fence of an activation the grant may not take it from: only 0,
@@ -123,45 +138,66 @@ func (l *Locker) fenceBlocks(fw uint64, g ownerGrant) (blocks, viaOwner bool) {
 	return true, false
 }
 
-// giveBack returns lock words that grants took by CAS from 0 but may not
-// keep (a fence refused them, or the fence could not be read): CAS(H(c,e)
-// → 0), and the grants are released in the table. A word found otherwise
-// was overwritten by the fence's holder and is not ours. A CAS whose
-// outcome is lost leaves the word possibly held: the grant is reported
-// occ.LockUnknown and kept in the table, whose stale-grant sweep ends the
-// word (see "Limits").
+// giveBack returns lock words that grants took by CAS but may not keep (a
+// fence refused them, or the fence could not be read): CAS(H(c,e) → 0),
+// and the grants are released in the table. A word found otherwise was
+// overwritten by the fence's holder and is not ours. A CAS whose outcome
+// is lost is settled as resolve settles lock words: the word is re-read
+// (while this grantee holds the table grant nobody else sets H(c,e)) and
+// the CAS posted again, until NodeConfig.ResolveTimeout; past it the grant
+// is reported occ.LockUnknown and kept in the table, whose stale-grant
+// sweep ends the word (see "Limits").
 func (l *Locker) giveBack(ctx context.Context, reqs []occ.LockRequest, res []occ.LockResult, gs []ownerGrant, ks []int,
 	follow map[int]Route) []ownerGrant {
 	var undo []ownerGrant
-	for start := 0; start < len(ks); start += rdma.MaxBatch {
-		chunk := ks[start:min(start+rdma.MaxBatch, len(ks))]
-		wrs := make([]rdma.WorkRequest, len(chunk))
-		for j, k := range chunk {
-			g, q := gs[k], &reqs[gs[k].i]
-			wrs[j] = rdma.WorkRequest{ID: uint64(k), Op: rdma.OpCompareAndSwap, RKey: q.Table.Region.RKey,
-				RemoteAddr: q.SlotAddr + store.LockOffset, Compare: Sentinel(g.route.Cohort, g.epoch, true)}
+	c, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.n.cfg.ResolveTimeout)
+	defer cancel()
+	backoff := time.Millisecond
+	for len(ks) > 0 {
+		var again []int
+		for start := 0; start < len(ks); start += rdma.MaxBatch / 2 {
+			chunk := ks[start:min(start+rdma.MaxBatch/2, len(ks))]
+			wrs := make([]rdma.WorkRequest, 0, 2*len(chunk))
+			for _, k := range chunk {
+				g, q := gs[k], &reqs[gs[k].i]
+				wrs = append(wrs, rdma.WorkRequest{ID: uint64(k), Op: rdma.OpCompareAndSwap, RKey: q.Table.Region.RKey,
+					RemoteAddr: q.SlotAddr + store.LockOffset, Compare: Sentinel(g.route.Cohort, g.epoch, true)})
+			}
+			cs, _ := rdma.Exec(c, l.qp, wrs...)
+			for j, k := range chunk {
+				g := gs[k]
+				out := &res[g.i]
+				out.Path = pathOf(g.route)
+				out.CAS++
+				if j >= len(cs) || cs[j].Status != rdma.StatusSuccess {
+					again = append(again, k)
+					continue
+				}
+				if cs[j].Value != wrs[j].Compare {
+					out.CASFailed++
+				}
+				l.n.Stats.FenceRefusals.Add(1)
+				out.Status, out.Slot = occ.LockRedirect, nil
+				undo = append(undo, g)
+			}
 		}
-		c, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.n.cfg.ResolveTimeout)
-		cs, _ := rdma.Exec(c, l.qp, wrs...)
-		cancel()
-		for j, k := range chunk {
-			g := gs[k]
-			out := &res[g.i]
-			out.Path = pathOf(g.route)
-			out.CAS++
-			if j >= len(cs) || cs[j].Status != rdma.StatusSuccess {
+		if len(again) == 0 {
+			break
+		}
+		select {
+		case <-c.Done():
+			for _, k := range again {
+				g := gs[k]
+				out := &res[g.i]
 				*out = occ.LockResult{Status: occ.LockUnknown, Path: pathOf(g.route), CAS: out.CAS, CASFailed: out.CASFailed}
 				l.n.Stats.Unresolved.Add(1)
 				delete(follow, g.i)
-				continue
 			}
-			if cs[j].Value != wrs[j].Compare {
-				out.CASFailed++
-			}
-			l.n.Stats.FenceRefusals.Add(1)
-			out.Status, out.Slot = occ.LockRedirect, nil
-			undo = append(undo, g)
+			return undo
+		case <-time.After(backoff):
 		}
+		backoff = min(2*backoff, 50*time.Millisecond)
+		ks = again
 	}
 	return undo
 }

@@ -573,7 +573,7 @@ func (l *Locker) lockWords(ctx context.Context, reqs []occ.LockRequest, res []oc
 		}
 		todo = append(todo, k)
 		write[k] = g.marked && !g.already && g.route.Local
-		if !write[k] && fs[k].trusted && !g.already && g.from == 0 && q.Seen == 0 && q.SeenKG &&
+		if !write[k] && fs[k].trusted && !g.already && g.from == 0 && l.fenceable(q.Seen, g) && q.SeenKG &&
 			fs[k].seenAfter && g.asked.Sub(q.SeenAt) < l.n.cfg.WriteLease {
 			write[k], fenced[k] = true, true
 		}
@@ -633,7 +633,7 @@ func (l *Locker) lockWords(ctx context.Context, reqs []occ.LockRequest, res []oc
 					write[k] = false
 					expect[k] = Sentinel(g.route.Cohort, g.epoch, false)
 					if fenced[k] {
-						fenced[k], expect[k] = false, 0
+						fenced[k], expect[k] = false, q.Seen
 					}
 				}
 				at[j] = len(l.wrs)
@@ -647,7 +647,7 @@ func (l *Locker) lockWords(ctx context.Context, reqs []occ.LockRequest, res []oc
 				l.wrs = append(l.wrs, rdma.WorkRequest{ID: uint64(k), Op: rdma.OpRead, RKey: q.Table.Region.RKey,
 					RemoteAddr: q.SlotAddr, Local: make([]byte, q.Table.SlotSize)})
 				fenceAt[j] = -1
-				if !write[k] && expect[k] == 0 && q.Fence != 0 {
+				if !write[k] && q.Fence != 0 && expect[k] != Sentinel(g.route.Cohort, g.epoch, false) {
 					fenceAt[j] = len(l.wrs)
 					l.wrs = append(l.wrs, rdma.WorkRequest{ID: uint64(k), Op: rdma.OpRead, RKey: q.FenceRKey,
 						RemoteAddr: q.Fence, Local: make([]byte, 8)})
@@ -691,7 +691,7 @@ func (l *Locker) lockWords(ctx context.Context, reqs []occ.LockRequest, res []oc
 					l.n.Stats.WordWrites.Add(1)
 					if fenced[k] {
 						l.n.Stats.FencedWrites.Add(1)
-						l.granted(reqs, res, g, slot, 0)
+						l.granted(reqs, res, g, slot, q.Seen)
 						mk := markKey{g.route.Cohort, g.epoch, q.Tag}
 						marks[mk] = append(marks[mk], slotKey(q))
 						continue
@@ -1057,45 +1057,86 @@ func (l *Locker) acquireFallback(ctx context.Context, reqs []occ.LockRequest, re
 			l.n.res.Refresh(ctx, refresh) // met a sentinel newer than the map
 		}
 	}
-	for start := 0; start < len(reclaim); start += rdma.MaxBatch / 2 {
-		l.reclaim(ctx, reqs, res, reclaim[start:min(start+rdma.MaxBatch/2, len(reclaim))])
+	for start := 0; start < len(reclaim); start += rdma.MaxBatch / 3 {
+		l.reclaim(ctx, reqs, res, reclaim[start:min(start+rdma.MaxBatch/3, len(reclaim))], follow, canFollow)
 	}
 	return nil
 }
 
 // reclaim takes over free sentinels of retired activations for the MN CAS
-// path: CAS(sentinel → tag) and a READ of the slot, in one doorbell.
-func (l *Locker) reclaim(ctx context.Context, reqs []occ.LockRequest, res []occ.LockResult, reclaim []int) {
+// path: CAS(sentinel → tag) and a READ of the slot, in one doorbell, and a
+// READ of the record's fence word after the CAS (F2 of "Key-group fences":
+// the word is given back when an owner may hold the fence).
+func (l *Locker) reclaim(ctx context.Context, reqs []occ.LockRequest, res []occ.LockResult, reclaim []int,
+	follow map[int]Route, canFollow bool) {
 	l.wrs = l.wrs[:0]
-	for _, i := range reclaim {
+	at := make([]int, len(reclaim))
+	for j, i := range reclaim {
 		q := &reqs[i]
+		at[j] = len(l.wrs)
 		l.wrs = append(l.wrs,
 			rdma.WorkRequest{ID: uint64(i), Op: rdma.OpCompareAndSwap, RKey: q.Table.Region.RKey,
 				RemoteAddr: q.SlotAddr + store.LockOffset, Compare: res[i].LockWord, Swap: q.Tag},
 			rdma.WorkRequest{ID: uint64(i), Op: rdma.OpRead, RKey: q.Table.Region.RKey,
 				RemoteAddr: q.SlotAddr, Local: make([]byte, q.Table.SlotSize)})
+		if q.Fence != 0 {
+			l.wrs = append(l.wrs, rdma.WorkRequest{ID: uint64(i), Op: rdma.OpRead, RKey: q.FenceRKey,
+				RemoteAddr: q.Fence, Local: make([]byte, 8)})
+		}
 	}
 	cs, _ := rdma.Exec(ctx, l.qp, l.wrs...)
+	var fenced []int
+	var refresh uint64
 	for j, i := range reclaim {
 		out := &res[i]
-		if 2*j >= len(cs) || cs[2*j].Status != rdma.StatusSuccess {
+		f := at[j]
+		if f >= len(cs) || cs[f].Status != rdma.StatusSuccess {
 			// The CAS to our tag may have applied: the coordinator's abort
 			// releases it by CAS(tag → 0).
 			*out = occ.LockResult{Status: occ.LockUnknown, Path: occ.PathMNCAS, CAS: out.CAS + 1, CASFailed: out.CASFailed}
 			continue
 		}
 		out.CAS++
-		if cs[2*j].Value != out.LockWord {
+		if cs[f].Value != out.LockWord {
 			out.CASFailed++
-			out.LockWord = cs[2*j].Value
+			out.LockWord = cs[f].Value
 			out.Status = occ.LockConflict
 			continue
 		}
+		if q := &reqs[i]; q.Fence != 0 {
+			if f+2 >= len(cs) || cs[f+2].Status != rdma.StatusSuccess {
+				*out = occ.LockResult{Status: occ.LockUnknown, Path: occ.PathMNCAS, CAS: out.CAS, CASFailed: out.CASFailed}
+				continue
+			}
+			fw := binary.LittleEndian.Uint64(l.wrs[f+2].Local)
+			l.n.setHint(fenceOf(q), fw)
+			if fw != 0 {
+				ok, atLeast := false, uint64(0)
+				if store.IsFreeSentinel(fw) {
+					ok, atLeast = l.retired(fw, Route{}, 0)
+				}
+				if !ok {
+					out.FenceWord = fw
+					fenced = append(fenced, i)
+					if r, ok := l.follow(fw, Route{}); ok && canFollow {
+						follow[i] = r
+					}
+					refresh = max(refresh, atLeast)
+					continue
+				}
+			}
+		}
 		l.n.Stats.Reclaimed.Add(1)
 		out.Status, out.Release, out.LockWord = occ.LockGranted, 0, 0
-		if 2*j+1 < len(cs) && cs[2*j+1].Status == rdma.StatusSuccess {
-			out.Slot = l.wrs[2*j+1].Local
+		if f+1 < len(cs) && cs[f+1].Status == rdma.StatusSuccess {
+			out.Slot = l.wrs[f+1].Local
 		}
+	}
+	if len(fenced) > 0 {
+		l.giveBackTags(ctx, reqs, res, fenced, follow)
+	}
+	if refresh > 0 {
+		l.n.res.Refresh(ctx, refresh)
 	}
 }
 
