@@ -20,8 +20,9 @@
 //
 // Key groups. A table may split its buckets into equal ranges, one per
 // partition (txn.Table.Partitions): both of a key's candidate buckets lie in
-// its partition's range. The workloads partition by key group, so that a
-// slot only ever holds records of one key group. Beside the tables, the
+// its partition's range. TPC-C, the workload that inserts, partitions its
+// tables by key group, so that a slot only ever holds records of one key
+// group. Beside the tables, the
 // layout may hold one 8-byte fence word per key group (Layout.Fences,
 // Schema.KeyGroupFences). Together they let an owner that fenced a key group
 // grant its records, and claim its empty slots for inserts, without an

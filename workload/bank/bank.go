@@ -328,8 +328,7 @@ func (w *Workload) TotalCents() int64 { return int64(w.cfg.Accounts) * w.cfg.Ini
 
 // Schema implements workload.Workload.
 func (w *Workload) Schema() txn.Schema {
-	return txn.Schema{Tables: []txn.Table{{ID: AccountTable, Name: "account", ValueSize: ValueSize, Capacity: w.cfg.Accounts,
-		Partitions: w.rule.kgs, Partition: w.rule.kgOfKey}},
+	return txn.Schema{Tables: []txn.Table{{ID: AccountTable, Name: "account", ValueSize: ValueSize, Capacity: w.cfg.Accounts}},
 		KeyGroupFences: w.rule.kgs}
 }
 
@@ -627,9 +626,6 @@ func (r rule) KeyGroup(ref txn.Ref) uint64 { return ref.Key / r.perKG }
 // already (key / keys per key group).
 func (r rule) KeyGroupIndex(kg uint64) (uint64, bool) { return kg, kg < r.kgs }
 
-// kgOfKey is the table's partition of a key: its key group, so that every
-// slot holds records of one key group (txn.Table.Partitions).
-func (r rule) kgOfKey(key uint64) uint64    { return key / r.perKG }
 func (r rule) Partition(ref txn.Ref) uint64 { return ref.Key / r.perKG / r.kgPerPart }
 func (r rule) Home(msg *messages.TxnSubmit) uint64 {
 	switch b := msg.GetBody().(type) {

@@ -251,13 +251,6 @@ func (w *Workload) Schema() txn.Schema {
 	return txn.Schema{Tables: []txn.Table{{
 		ID: Table, Name: "tenant_data", ValueSize: w.cfg.ValueSize,
 		Capacity: uint64(len(w.populated)) * w.cfg.KeysPerKG,
-		// One partition per key group (txn.Table.Partitions): the key
-		// group's index among the loaded ones.
-		Partitions: uint64(len(w.populated)),
-		Partition: func(key uint64) uint64 {
-			i, _ := w.Rule().(rule).KeyGroupIndex(key / w.cfg.KeysPerKG)
-			return i
-		},
 	}}, KeyGroupFences: uint64(len(w.populated))}
 }
 
