@@ -270,6 +270,11 @@ func (o *ownership) record(msg *messages.TxnSubmit, c occ.Counters) {
 // until stop closes.
 func (o *ownership) run() {
 	defer close(o.done)
+	if o.unfenceQP != nil {
+		ufDone := make(chan struct{})
+		go o.unfenceLoop(ufDone)
+		defer func() { <-ufDone }()
+	}
 	t := time.NewTicker(o.cfg.HeartbeatEvery)
 	defer t.Stop()
 	for {
@@ -293,14 +298,34 @@ func (o *ownership) run() {
 		if o.cfg.Heartbeat != nil {
 			o.cfg.Heartbeat(s, o.leaseReply(time.Now()))
 		}
-		if o.unfenceQP != nil {
-			o.onode.Unfence(context.Background(), o.unfenceQP, maxUnfencesPerTick)
-		}
 	}
 }
 
-// maxUnfencesPerTick bounds the key-group fences one heartbeat tick gives
-// back (the rest wait for the next tick).
+// unfenceLoop gives back, every unfenceEvery, the key-group fences the
+// table no longer trusts since a drain deadline (owner.Node.Unfence), until
+// stop closes. Its own loop, so that a slow memory node does not delay the
+// heartbeats, and a short period, so that a re-cut key group's new owner
+// claims the fence soon after the deadline.
+func (o *ownership) unfenceLoop(done chan<- struct{}) {
+	defer close(done)
+	t := time.NewTicker(unfenceEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-o.stop:
+			return
+		case <-t.C:
+		}
+		o.onode.Unfence(context.Background(), o.unfenceQP, maxUnfencesPerTick)
+	}
+}
+
+// unfenceEvery is the give-back period: a fifth of the default drain
+// deadline (50 ms), which a fence waits for anyway.
+const unfenceEvery = 10 * time.Millisecond
+
+// maxUnfencesPerTick bounds the key-group fences one period gives back
+// (the rest wait for the next).
 const maxUnfencesPerTick = 1024
 
 // leaseReply returns the callback that applies the planner's answer to a

@@ -271,9 +271,10 @@
 //     WRITE, without a mark, when its table trusts the fence (the key group
 //     is in the active (c,e), and the fence was recorded at f: FenceSince),
 //     and the coordinator's READ of the slot (occ.LockRequest.Seen, SeenAt,
-//     SeenKG) was posted after f, found the word 0 or the free sentinel of
+//     SeenKG) was posted after f, found the word 0, the free sentinel of
 //     an activation retired for the grantee (an older activation of its
-//     cohort after a migration, or one its map no longer places), and the slot holding
+//     cohort after a migration, or one its map no longer places) or that
+//     of another activation of its table (a re-cut), and the slot holding
 //     the requested record — or empty, in a table whose buckets are
 //     partitioned by key group (txn.Table.Partitions), so that only this
 //     key group's records can ever occupy it — and was posted less than
@@ -298,8 +299,8 @@
 // frozen and drained or fenced, while G's activation is active when asked
 // and its WRITE lands before a fence of it, A3). Between r and w the word
 // changes only by a CAS that takes a free word (the free sentinels it can
-// hold are retired ones, S(c,e), whose takers are grantees of (c,e)'s
-// table, or by F3 one of (c,e)'s table), and each such CAS reads the
+// hold are retired ones, or those of activations of (c,e)'s table, whose
+// takers are grantees of that table or, once retired, read the fence), and each such CAS reads the
 // fence after f (F2): the locker gives the word back (it may find G's H
 // instead and then does nothing), or it is a grantee of (c,e)'s own table, which grants the
 // slot to one holder at a time: it held and released the slot before G was

@@ -59,12 +59,14 @@ func (t *Table) Fenced(c control.CohortID, epoch uint64, kg control.KeyGroup, rk
 		}
 		f.lostMicros = 0
 		t.fences[kg] = f
+		delete(t.lost, kg)
 		return true
 	}
 	if _, ok := t.fences[kg]; !ok && len(t.fences) >= t.cfg.MaxFences {
 		return false
 	}
 	t.fences[kg] = fenceRec{cohort: c, epoch: epoch, rkey: rkey, addr: addr, atMicros: atMicros}
+	delete(t.lost, kg)
 	return true
 }
 
@@ -81,35 +83,45 @@ func (t *Table) FenceSince(c control.CohortID, epoch uint64, kg control.KeyGroup
 // Fences returns the number of fences the table holds (given back or not).
 func (t *Table) Fences() int { return len(t.fences) }
 
+// NoteFenceLoss records, at nowMicros, which fences the table stopped
+// trusting (their key group left the activation, or the activation was
+// frozen or retired) and which it trusts again (the key group came back).
+// Service.Do calls it after every change it makes; DueUnfences also notes
+// what it has not.
+func (t *Table) NoteFenceLoss(nowMicros int64) {
+	for kg, f := range t.fences {
+		held := t.holdsFence(f.cohort, f.epoch, kg)
+		switch {
+		case !held && f.lostMicros == 0:
+			f.lostMicros = nowMicros
+			t.fences[kg] = f
+			t.lost[kg] = struct{}{}
+		case held && f.lostMicros != 0:
+			f.lostMicros = 0
+			t.fences[kg] = f
+			delete(t.lost, kg)
+		}
+	}
+}
+
 // DueUnfences returns, and forgets, up to max fences the table may no
-// longer trust since at least a drain deadline: their key group left the
-// activation, or the activation was frozen or retired. A fence whose key
-// group came back to its activation before then is kept.
+// longer trust since at least a drain deadline (NoteFenceLoss). A fence
+// whose key group came back to its activation before then is kept.
 func (t *Table) DueUnfences(nowMicros int64, max int) []Unfence {
+	t.NoteFenceLoss(nowMicros)
 	var out []Unfence
-	kgs := make([]control.KeyGroup, 0, len(t.fences))
-	for kg := range t.fences {
+	kgs := make([]control.KeyGroup, 0, len(t.lost))
+	for kg := range t.lost {
 		kgs = append(kgs, kg)
 	}
 	slices.Sort(kgs) // deterministic order
 	for _, kg := range kgs {
 		f := t.fences[kg]
-		if t.holdsFence(f.cohort, f.epoch, kg) {
-			if f.lostMicros != 0 {
-				f.lostMicros = 0
-				t.fences[kg] = f
-			}
-			continue
-		}
-		if f.lostMicros == 0 {
-			f.lostMicros = nowMicros
-			t.fences[kg] = f
-			continue
-		}
 		if nowMicros-f.lostMicros < t.cfg.DrainDeadlineMicros || len(out) >= max {
 			continue
 		}
 		delete(t.fences, kg)
+		delete(t.lost, kg)
 		out = append(out, Unfence{KeyGroup: kg, RKey: f.rkey, Addr: f.addr, Word: Sentinel(f.cohort, f.epoch, false)})
 	}
 	return out

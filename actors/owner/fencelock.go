@@ -52,9 +52,12 @@ func (l *Locker) fenceStates(reqs []occ.LockRequest, gs []ownerGrant) []fenceSta
 }
 
 // fenceable reports whether a fenced WRITE of grant g may replace the word
-// seen (F4): 0, or the free sentinel of an activation retired for g (an
-// older activation of g's cohort, or a cohort its map does not place).
-// Every locker that takes such a word reads the fence after it (F2).
+// seen (F4): 0, the free sentinel of an activation retired for g (an older
+// activation of g's cohort, or a cohort its map does not place), or, for a
+// local grant, that of another activation installed in g's table (a
+// re-cut: the table grants the slot to one holder across its cohorts and
+// has dropped that activation's mark of it). Every other locker that takes
+// such a word reads the fence after it (F2).
 func (l *Locker) fenceable(seen uint64, g ownerGrant) bool {
 	if seen == 0 {
 		return true
@@ -62,8 +65,10 @@ func (l *Locker) fenceable(seen uint64, g ownerGrant) bool {
 	if !store.IsFreeSentinel(seen) || seen == Sentinel(g.route.Cohort, g.epoch, false) {
 		return false
 	}
-	ok, _ := l.retired(seen, g.route, g.epoch)
-	return ok
+	if ok, _ := l.retired(seen, g.route, g.epoch); ok {
+		return true
+	}
+	return g.route.Local && l.n.svc != nil && l.n.svc.InstalledSentinel(seen)
 }
 
 // fenceExpect returns the value a claim of q's fence word for grant g

@@ -573,7 +573,7 @@ func (l *Locker) lockWords(ctx context.Context, reqs []occ.LockRequest, res []oc
 		}
 		todo = append(todo, k)
 		write[k] = g.marked && !g.already && g.route.Local
-		if !write[k] && fs[k].trusted && !g.already && g.from == 0 && l.fenceable(q.Seen, g) && q.SeenKG &&
+		if !write[k] && fs[k].trusted && !g.already && (g.from == 0 || g.from == q.Seen) && l.fenceable(q.Seen, g) && q.SeenKG &&
 			fs[k].seenAfter && g.asked.Sub(q.SeenAt) < l.n.cfg.WriteLease {
 			write[k], fenced[k] = true, true
 		}

@@ -37,11 +37,16 @@ func NewService(t *Table, nowMicros func() int64) *Service {
 	return &Service{t: t, now: nowMicros}
 }
 
-// Do runs f with the table locked (install, freeze, drain, fence, retire).
+// Do runs f with the table locked (install, freeze, drain, fence, retire),
+// then notes the fences the change made untrusted (Table.NoteFenceLoss).
 func (s *Service) Do(f func(t *Table) error) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return f(s.t)
+	err := f(s.t)
+	if len(s.t.fences) > 0 {
+		s.t.NoteFenceLoss(s.now())
+	}
+	return err
 }
 
 // Acquire runs Table.Acquire at the current time.

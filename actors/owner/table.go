@@ -371,8 +371,10 @@ type Table struct {
 	// pinned: keys whose stale grant is being ended (StaleLocks to Unpin);
 	// Acquire refuses them, so their word cannot become a new grantee's.
 	pinned map[Key]struct{}
-	// fences: the key-group fences this node set (fence.go).
+	// fences: the key-group fences this node set (fence.go); lost: those
+	// it no longer trusts, waiting to be given back.
 	fences map[control.KeyGroup]fenceRec
+	lost   map[control.KeyGroup]struct{}
 }
 
 // NewTable returns an empty table.
@@ -383,7 +385,7 @@ func NewTable(cfg Config) (*Table, error) {
 	return &Table{cfg: cfg.withDefaults(), cohorts: map[control.CohortID]*cohortState{},
 		kgs: map[control.KeyGroup]control.CohortID{}, tombs: map[control.CohortID]tombstone{},
 		idem: map[idemKey]idemEntry{}, slots: map[Key]control.CohortID{}, markOf: map[Key]control.CohortID{},
-		pinned: map[Key]struct{}{}, fences: map[control.KeyGroup]fenceRec{}}, nil
+		pinned: map[Key]struct{}{}, fences: map[control.KeyGroup]fenceRec{}, lost: map[control.KeyGroup]struct{}{}}, nil
 }
 
 // Config returns the table's bounds with defaults applied.
