@@ -275,14 +275,7 @@ func (o *ownership) run() {
 		go o.unfenceLoop(ufDone)
 		defer func() { <-ufDone }()
 	}
-	t := time.NewTicker(o.cfg.HeartbeatEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-o.stop:
-			return
-		case <-t.C:
-		}
+	o.every(o.cfg.HeartbeatEvery, func() {
 		o.profMu.Lock()
 		o.tick++
 		s := o.prof.Summary(o.tick, accessgraph.SummaryV2)
@@ -298,6 +291,20 @@ func (o *ownership) run() {
 		if o.cfg.Heartbeat != nil {
 			o.cfg.Heartbeat(s, o.leaseReply(time.Now()))
 		}
+	})
+}
+
+// every runs f every period until stop closes.
+func (o *ownership) every(period time.Duration, f func()) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-o.stop:
+			return
+		case <-t.C:
+		}
+		f()
 	}
 }
 
@@ -308,16 +315,7 @@ func (o *ownership) run() {
 // claims the fence soon after the deadline.
 func (o *ownership) unfenceLoop(done chan<- struct{}) {
 	defer close(done)
-	t := time.NewTicker(unfenceEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-o.stop:
-			return
-		case <-t.C:
-		}
-		o.onode.Unfence(context.Background(), o.unfenceQP, maxUnfencesPerTick)
-	}
+	o.every(unfenceEvery, func() { o.onode.Unfence(context.Background(), o.unfenceQP, maxUnfencesPerTick) })
 }
 
 // unfenceEvery is the give-back period: a fifth of the default drain
