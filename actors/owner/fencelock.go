@@ -109,8 +109,8 @@ func (l *Locker) fenceClaimed(q *occ.LockRequest, g ownerGrant, compare, v uint6
 }
 
 // fenceBlocks says whether fence word fw, read right after grant g took a
-// lock word from 0, refuses the grant: another activation may hold the
-// fence and WRITE over a word it saw 0. It does not when the fence is 0,
+// free lock word by CAS, refuses the grant: another activation may hold the
+// fence and WRITE over the word it saw free. It does not when the fence is 0,
 // g's own, retired for g (see retired), or another activation of g's
 // owner (then viaOwner: the owner's table excludes both activations'
 // grantees of the slot, and the word must be released to 0, never to a
@@ -242,9 +242,9 @@ func (n *Node) Unfence(ctx context.Context, qp rdma.QueuePair, max int) int {
 	return done
 }
 
-// giveBackTags returns lock words the MN CAS path took from 0 (the
-// fallback's tag) while an owner may hold the key group's fence:
-// CAS(tag → 0). A lost CAS leaves the lock unknown, so that the
+// giveBackTags returns lock words the MN CAS path took (from 0, or from a
+// retired activation's sentinel: the fallback's tag) while an owner may
+// hold the key group's fence: CAS(tag → 0). A lost CAS leaves the lock unknown, so that the
 // coordinator's abort releases it by tag.
 func (l *Locker) giveBackTags(ctx context.Context, reqs []occ.LockRequest, res []occ.LockResult, idx []int, follow map[int]Route) {
 	for start := 0; start < len(idx); start += rdma.MaxBatch {

@@ -145,7 +145,7 @@ type NodeStats struct {
 	// key-group fence (see "Key-group fences").
 	FencedWrites atomic.Uint64
 	// FenceClaims are key-group fence words this node set (one CAS each);
-	// FenceRefusals are lock words taken by CAS from 0 and given back
+	// FenceRefusals are free lock words taken by CAS and given back
 	// because another owner may hold the key group's fence (one more CAS
 	// each); Unfenced are fences given back after their key group left
 	// the activation (one CAS each).
@@ -522,10 +522,12 @@ const maxWordAttempts = 3
 //     that is S(c,e) or H(c,e) while (c,e) is active, and this grantee is
 //     the only one now.
 //   - So does a fenced local grant: the table holds the fence of the
-//     record's key group for (c,e), and the coordinator saw the word 0,
-//     with the record in the slot, in a READ posted after the fence was
-//     set and within the WRITE lease of the asking (see "Key-group
-//     fences"). The table marks the slot once the WRITE completed.
+//     record's key group for (c,e), and the coordinator saw a free word
+//     the grant may replace (0, or a retired or re-cut activation's free
+//     sentinel: fenceable), with the record in the slot, in a READ posted
+//     after the fence was set and within the WRITE lease of the asking
+//     (F4 of "Key-group fences"). The table marks the slot once the WRITE
+//     completed.
 //   - Any other grant posts CAS(expected → H(c,e)), expecting S(c,e) if
 //     the node's hint or the word the coordinator saw (LockRequest.Seen)
 //     says so, else the seen word if it is a retired activation's free
@@ -535,23 +537,23 @@ const maxWordAttempts = 3
 //     retired). A CAS tag or another held sentinel refuses the grant
 //     (LockConflict); a free sentinel of an activation that may still be
 //     active refuses it as LockRedirect. Successful local CASes mark the
-//     keys in the table, so the next grants WRITE. A CAS from 0 of a
-//     record with a fence word reads the fence in the same doorbell and
-//     gives the word back (CAS H(c,e) → 0) when another activation may
-//     hold the fence (fenceBlocks); the lock then follows the fence's
-//     cohort.
+//     keys in the table, so the next grants WRITE. A CAS that takes a free
+//     word other than S(c,e), of a record with a fence word, reads the
+//     fence in the same doorbell and gives the word back (CAS H(c,e) → 0)
+//     when another activation may hold the fence (fenceBlocks); the lock
+//     then follows the fence's cohort.
 //   - A local grant whose key group's fence the table does not hold yet
-//     also claims it: CAS(0, or the fence's retired or re-cut holder →
-//     S(c,e)) on the fence word, once per key group and doorbell.
+//     also claims it: CAS(0, or a retired activation's fence → S(c,e)) on
+//     the fence word, once per key group and doorbell (fenceExpect).
 //
 // Grants whose word cannot be taken are released in the table again.
 func (l *Locker) lockWords(ctx context.Context, reqs []occ.LockRequest, res []occ.LockResult, gs []ownerGrant,
 	follow map[int]Route, canFollow bool) {
 	expect := make([]uint64, len(gs))
 	write := make([]bool, len(gs))
-	fenced := make([]bool, len(gs))    // a fenced WRITE over 0
+	fenced := make([]bool, len(gs))    // a fenced WRITE over a free word
 	wantFence := make([]bool, len(gs)) // claim the key group's fence
-	needFence := map[int]bool{}        // a CAS from 0 whose fence was not read
+	needFence := map[int]bool{}        // a CAS whose fence READ was lost with it
 	todo := make([]int, 0, len(gs))
 	var undo []ownerGrant
 	fs := l.fenceStates(reqs, gs)
@@ -628,8 +630,8 @@ func (l *Locker) lockWords(ctx context.Context, reqs []occ.LockRequest, res []oc
 				held := Sentinel(g.route.Cohort, g.epoch, true)
 				if write[k] && (!g.leased || time.Since(g.asked) >= l.n.cfg.WriteLease) {
 					// Past the WRITE lease, or asked without an owner
-					// lease: CAS from the free sentinel (from 0 if the
-					// WRITE was a fenced one).
+					// lease: CAS from the free sentinel (from the word
+					// seen, if the WRITE was a fenced one).
 					write[k] = false
 					expect[k] = Sentinel(g.route.Cohort, g.epoch, false)
 					if fenced[k] {
@@ -780,8 +782,8 @@ func (l *Locker) lockWords(ctx context.Context, reqs []occ.LockRequest, res []oc
 			if len(unknown) > 0 {
 				undo = append(undo, l.resolve(ctx, reqs, res, gs, unknown)...)
 				for _, k := range unknown {
-					// A CAS from 0 that applied, but whose fence was not
-					// read: give the word back rather than trust it.
+					// A CAS that applied, but whose fence was not read:
+					// give the word back rather than trust it.
 					if g := gs[k]; needFence[k] && res[g.i].Status == occ.LockGranted {
 						q := &reqs[g.i]
 						delete(l.grants, grantKey{uint32(q.Ref.Table), q.SlotAddr, q.Tag})
