@@ -284,7 +284,10 @@
 //   - F5, give-back. Once the table no longer trusts a fence (its key group
 //     left the activation, or the activation was frozen or retired), the
 //     node CASes it back to 0 a drain deadline after it first saw that
-//     (Table.DueUnfences, Node.Unfence). Fence (the table op) makes the
+//     (Table.DueUnfences, Node.Unfence) — unless the activation was
+//     evicted to the fallback path: its map places the cohort nowhere, so
+//     every locker takes the fence as retired, and the fence stays until
+//     the key group's next owner claims it. Fence (the table op) makes the
 //     activation's fences untrusted until they are seen set again.
 //
 // Lemma (a fenced WRITE takes a free word). Let G be F4's grantee, r its

@@ -106,7 +106,9 @@ func (t *Table) NoteFenceLoss(nowMicros int64) {
 
 // DueUnfences returns, and forgets, up to max fences the table may no
 // longer trust since at least a drain deadline (NoteFenceLoss). A fence
-// whose key group came back to its activation before then is kept.
+// whose key group came back to its activation before then is kept; one of
+// an activation evicted to the fallback path is forgotten without a
+// give-back.
 func (t *Table) DueUnfences(nowMicros int64, max int) []Unfence {
 	t.NoteFenceLoss(nowMicros)
 	var out []Unfence
@@ -117,6 +119,15 @@ func (t *Table) DueUnfences(nowMicros int64, max int) []Unfence {
 	slices.Sort(kgs) // deterministic order
 	for _, kg := range kgs {
 		f := t.fences[kg]
+		if t.evicted(f.cohort, f.epoch) {
+			// Its map places the cohort nowhere: every locker with that
+			// map or a newer one takes the fence as retired (Locker.retired),
+			// and the next owner of the key group claims it from there. A
+			// give-back would only cost a CAS.
+			delete(t.fences, kg)
+			delete(t.lost, kg)
+			continue
+		}
 		if nowMicros-f.lostMicros < t.cfg.DrainDeadlineMicros || len(out) >= max {
 			continue
 		}
@@ -125,6 +136,16 @@ func (t *Table) DueUnfences(nowMicros int64, max int) []Unfence {
 		out = append(out, Unfence{KeyGroup: kg, RKey: f.rkey, Addr: f.addr, Word: Sentinel(f.cohort, f.epoch, false)})
 	}
 	return out
+}
+
+// evicted reports whether activation (c, epoch) was retired here with its
+// cohort going to the fallback path (a tombstone without an owner).
+func (t *Table) evicted(c control.CohortID, epoch uint64) bool {
+	if cs, ok := t.cohorts[c]; ok && cs.epoch == epoch {
+		return false
+	}
+	tb, ok := t.tombs[c]
+	return ok && tb.epoch == epoch && tb.moved.Owner == ""
 }
 
 // untrusted is the time of a fence no grant may trust until it is known

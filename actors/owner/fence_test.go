@@ -263,4 +263,15 @@ func TestTableFences(t *testing.T) {
 	if tb.Fences() != 0 {
 		t.Fatalf("%d fences left", tb.Fences())
 	}
+	// An activation evicted to the fallback path: its fences are forgotten
+	// without a give-back (every locker takes them as retired).
+	must(tb.Install(3, []control.KeyGroup{30}, 5))
+	if !tb.Fenced(3, 5, 30, 7, 240, 3200) {
+		t.Fatal("not recorded")
+	}
+	must(tb.Freeze(3, 5, 3300))
+	must(tb.Retire(3, 5, Moved{Epoch: 6}))
+	if got := tb.DueUnfences(5000, 10); len(got) != 0 || tb.Fences() != 0 {
+		t.Fatalf("evicted activation: due %+v, %d fences left", got, tb.Fences())
+	}
 }
