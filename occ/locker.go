@@ -77,15 +77,17 @@ type LockRequest struct {
 	// SeenKG says that the slot, when that READ found Seen, held the
 	// requested record, so that until its word changes only lockers of
 	// KeyGroup's records may claim it (an empty slot may be claimed by an
-	// insert of any key group whose buckets hold it). With Seen 0, SeenAt
-	// after the key group's fence was set and SeenKG, an owner may grant
-	// the record by plain WRITE (package actors/owner, "Key-group fences").
+	// insert of any key group whose buckets hold it). With Seen free (0, or
+	// a free sentinel the owner may replace), SeenAt after the key group's
+	// fence was set and SeenKG, an owner may grant the record by plain
+	// WRITE (package actors/owner, "Key-group fences").
 	SeenKG bool
 	// Fence is the remote address of KeyGroup's fence word in the layout's
 	// fence region (store.Layout.FenceAddr), 0 when it has none. A lock
-	// path that takes a free word (0) by CAS reads the fence in the same
-	// doorbell (LockResult.FenceWord) and gives the word back when an
-	// owner other than its own holds the fence.
+	// path that takes a free word by CAS (0, or a free owner sentinel other
+	// than its own) reads the fence in the same doorbell
+	// (LockResult.FenceWord) and gives the word back when an owner other
+	// than its own holds the fence.
 	Fence uint64
 	// FenceRKey is the fence region's remote key (with Fence).
 	FenceRKey uint32

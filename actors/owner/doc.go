@@ -83,6 +83,12 @@
 //	S(c',e') → T  CAS by an MN CAS locker, only if (c',e') is retired by its
 //	              map (Locker.retired): c' not placed in the map and e' not
 //	              newer than the map
+//	x → H(c,e)    a plain WRITE by a grantee of (c,e) for A whose table
+//	              trusts the key group's fence, where x was seen 0 or a free
+//	              sentinel it may replace (F4 of "Key-group fences")
+//	T, H → 0      the CAS by which a locker that took a free word gives it
+//	              back because another node's activation holds the key
+//	              group's fence (F2); the lock was never used
 //
 // A table marks A (Table.Mark) after its grantee's CAS to H(c,e) succeeds
 // locally; grants report marks (AcquireReply.Marked) and the Locker WRITEs
