@@ -86,9 +86,14 @@ func (t *Table) Fences() int { return len(t.fences) }
 // NoteFenceLoss records, at nowMicros, which fences the table stopped
 // trusting (their key group left the activation, or the activation was
 // frozen or retired) and which it trusts again (the key group came back).
+// It scans the fences only if a cohort changed since it last did.
 // Service.Do calls it after every change it makes; DueUnfences also notes
 // what it has not.
 func (t *Table) NoteFenceLoss(nowMicros int64) {
+	if !t.fencesDirty {
+		return
+	}
+	t.fencesDirty = false
 	for kg, f := range t.fences {
 		held := t.holdsFence(f.cohort, f.epoch, kg)
 		switch {

@@ -229,17 +229,34 @@ func (n *Node) Unfence(ctx context.Context, qp rdma.QueuePair, max int) int {
 		cs, _ := rdma.Exec(c, qp, wrs...)
 		cancel()
 		for j, u := range chunk {
-			if j < len(cs) && cs[j].Status == rdma.StatusSuccess {
-				n.setHint(wordKey{u.RKey, u.Addr}, cs[j].Value)
-				if cs[j].Value == u.Word {
-					n.setHint(wordKey{u.RKey, u.Addr}, 0)
-					n.Stats.Unfenced.Add(1)
-					done++
-				}
+			if j >= len(cs) || cs[j].Status != rdma.StatusSuccess {
+				continue
 			}
+			if cs[j].Value != u.Word {
+				n.setHint(wordKey{u.RKey, u.Addr}, cs[j].Value) // taken over meanwhile
+				continue
+			}
+			n.setHint(wordKey{u.RKey, u.Addr}, 0)
+			n.Stats.Unfenced.Add(1)
+			done++
 		}
 	}
 	return done
+}
+
+// mnFenceRefuses says whether fence word fw, read right after the MN CAS
+// path took a free word, refuses that word (F2): any fence but 0 or a
+// retired activation's. atLeast is the epoch to refresh the map to when
+// the fence is newer than it.
+func (l *Locker) mnFenceRefuses(fw uint64) (refuses bool, atLeast uint64) {
+	if fw == 0 {
+		return false, 0
+	}
+	if !store.IsFreeSentinel(fw) {
+		return true, 0
+	}
+	ok, atLeast := l.retired(fw, Route{}, 0)
+	return !ok, atLeast
 }
 
 // giveBackTags returns lock words the MN CAS path took (from 0, or from a

@@ -1026,14 +1026,7 @@ func (l *Locker) acquireFallback(ctx context.Context, reqs []occ.LockRequest, re
 			res[i].Retired = l.heldRetired(subRes[j].LockWord, Route{}, 0)
 			if fw := subRes[j].FenceWord; subRes[j].Status == occ.LockGranted && reqs[i].Fence != 0 {
 				l.n.setHint(fenceOf(&reqs[i]), fw)
-				if fw == 0 {
-					continue
-				}
-				ok, atLeast := false, uint64(0)
-				if store.IsFreeSentinel(fw) {
-					ok, atLeast = l.retired(fw, Route{}, 0)
-				}
-				if !ok {
+				if refuses, atLeast := l.mnFenceRefuses(fw); refuses {
 					fenced = append(fenced, i)
 					if r, ok := l.follow(fw, Route{}); ok && canFollow {
 						follow[i] = r
@@ -1112,20 +1105,14 @@ func (l *Locker) reclaim(ctx context.Context, reqs []occ.LockRequest, res []occ.
 			}
 			fw := binary.LittleEndian.Uint64(l.wrs[f+2].Local)
 			l.n.setHint(fenceOf(q), fw)
-			if fw != 0 {
-				ok, atLeast := false, uint64(0)
-				if store.IsFreeSentinel(fw) {
-					ok, atLeast = l.retired(fw, Route{}, 0)
+			if refuses, atLeast := l.mnFenceRefuses(fw); refuses {
+				out.FenceWord = fw
+				fenced = append(fenced, i)
+				if r, ok := l.follow(fw, Route{}); ok && canFollow {
+					follow[i] = r
 				}
-				if !ok {
-					out.FenceWord = fw
-					fenced = append(fenced, i)
-					if r, ok := l.follow(fw, Route{}); ok && canFollow {
-						follow[i] = r
-					}
-					refresh = max(refresh, atLeast)
-					continue
-				}
+				refresh = max(refresh, atLeast)
+				continue
 			}
 		}
 		l.n.Stats.Reclaimed.Add(1)

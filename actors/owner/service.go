@@ -43,9 +43,7 @@ func (s *Service) Do(f func(t *Table) error) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	err := f(s.t)
-	if len(s.t.fences) > 0 {
-		s.t.NoteFenceLoss(s.now())
-	}
+	s.t.NoteFenceLoss(s.now())
 	return err
 }
 

@@ -375,6 +375,10 @@ type Table struct {
 	// it no longer trusts, waiting to be given back.
 	fences map[control.KeyGroup]fenceRec
 	lost   map[control.KeyGroup]struct{}
+	// fencesDirty: a cohort's key groups or phase changed since
+	// NoteFenceLoss last looked (Install, Reconfigure, Freeze, Thaw,
+	// Retire set it), so that it scans the fences only then.
+	fencesDirty bool
 }
 
 // NewTable returns an empty table.
@@ -427,6 +431,7 @@ func (t *Table) HolderOf(c control.CohortID, k Key) (Holder, bool) {
 // newer. Installing the same cohort again at the same epoch with the same
 // key groups is a no-op (late acknowledgements are idempotent).
 func (t *Table) Install(c control.CohortID, kgs []control.KeyGroup, epoch uint64) error {
+	t.fencesDirty = true
 	if err := (control.Cohort{ID: c, KeyGroups: kgs}).Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrBadRequest, err)
 	}
@@ -482,6 +487,7 @@ func (t *Table) kgsFree(c control.CohortID, kgs []control.KeyGroup) error {
 // marks yet. Holders are kept. Key groups may not be in another active
 // cohort (shrink that one first).
 func (t *Table) Reconfigure(c control.CohortID, epoch uint64, kgs []control.KeyGroup, at uint64) error {
+	t.fencesDirty = true
 	if err := (control.Cohort{ID: c, KeyGroups: kgs}).Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrBadRequest, err)
 	}
@@ -811,6 +817,7 @@ func (t *Table) cohortAt(c control.CohortID, epoch uint64) (*cohortState, error)
 // Freeze stops granting cohort c's locks (migration step 1): new requests
 // get StatusRetry; releases are still accepted. Idempotent.
 func (t *Table) Freeze(c control.CohortID, epoch uint64, nowMicros int64) error {
+	t.fencesDirty = true
 	cs, err := t.cohortAt(c, epoch)
 	if err != nil {
 		return err
@@ -823,6 +830,7 @@ func (t *Table) Freeze(c control.CohortID, epoch uint64, nowMicros int64) error 
 
 // Thaw reactivates a frozen cohort (a migration rolled back). Idempotent.
 func (t *Table) Thaw(c control.CohortID, epoch uint64) error {
+	t.fencesDirty = true
 	cs, err := t.cohortAt(c, epoch)
 	if err != nil {
 		return err
@@ -902,6 +910,7 @@ func (t *Table) Fence(c control.CohortID, epoch uint64, nowMicros int64) ([]Hold
 // StatusMoved(moved) and never a grant; it can only be installed again at a
 // newer epoch. Retiring a cohort already retired at epoch is a no-op.
 func (t *Table) Retire(c control.CohortID, epoch uint64, moved Moved) error {
+	t.fencesDirty = true
 	if tb, ok := t.tombs[c]; ok && tb.epoch == epoch {
 		if _, installed := t.cohorts[c]; !installed {
 			return nil
