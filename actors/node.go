@@ -147,6 +147,17 @@ func (c NodeConfig) redoConfig() occ.RedoConfig {
 		RepairAfter: 2 * (c.RequestTimeout + c.Engine.CleanupTimeout)}
 }
 
+// fencedReadAge returns the owner lockers' FencedReadAge for a configured
+// value (0: the default) and the repair sweep's RepairAfter: at most a
+// quarter of it, so that the sweep never ends a word inside a fenced
+// WRITE's window (package actors/owner, "Key-group fences").
+func fencedReadAge(configured, repairAfter time.Duration) time.Duration {
+	if configured == 0 {
+		configured = owner.DefaultFencedReadAge
+	}
+	return min(configured, repairAfter/4)
+}
+
 // Node is a compute node's data plane: an actor system with coordinator
 // actors that run submitted transactions on the OCC engine, and atomic actors
 // for the memory-node lock path.
@@ -211,7 +222,9 @@ func NewNode(cfg NodeConfig, dev rdma.Device, layout *store.Layout, wl workload.
 	engCfg.Node = cfg.ID
 	var ownerQPs []rdma.QueuePair
 	if cfg.Ownership != nil {
-		o, err := newOwnership(*cfg.Ownership, cfg.Name, wl)
+		oc := *cfg.Ownership
+		oc.Owner.FencedReadAge = fencedReadAge(oc.Owner.FencedReadAge, cfg.redoConfig().RepairAfter)
+		o, err := newOwnership(oc, cfg.Name, wl)
 		if err != nil {
 			return fail(err)
 		}

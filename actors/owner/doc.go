@@ -284,8 +284,8 @@
 //     the requested record — or empty, in a table whose buckets are
 //     partitioned by key group (txn.Table.Partitions), so that only this
 //     key group's records can ever occupy it — and was posted less than
-//     the WRITE lease before the table was asked; the grant's WRITE lease
-//     and owner lease apply as for a marked WRITE. The table marks the
+//     NodeConfig.FencedReadAge (1 s) before the table was asked; the
+//     grant's WRITE lease and owner lease apply as for a marked WRITE. The table marks the
 //     slot after the WRITE completes.
 //   - F5, give-back. Once the table no longer trusts a fence (its key group
 //     left the activation, or the activation was frozen or retired), the
@@ -316,8 +316,12 @@
 // granted it (its release stored before the table released it), or waits
 // until G's release. So at w the word is 0, S(c,e), or a word a locker is
 // giving back, and G is its only holder; each holder's release is its
-// own. The READ's age bound keeps a grant stale enough for the repair sweep
-// (seconds) out of that window. I2 follows as before: every transition
+// own. The READ's age bound keeps the repair sweep out of that window:
+// the sweep ends only a word held unchanged for RepairAfter (30 s by
+// default; package actors caps FencedReadAge at a quarter of it), and a
+// word free at r is taken after r, so none is ended before
+// r + RepairAfter, long after w (w comes less than FencedReadAge plus a
+// drain deadline after r). I2 follows as before: every transition
 // into a held state is a CAS from a value free for its locker, a WRITE
 // over S(c,e) by the slot's one grantee (the lemma of marks), or a fenced
 // WRITE (this lemma), and a word given back was never used.

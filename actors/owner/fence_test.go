@@ -3,12 +3,14 @@ package owner
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/aura-runtime/aura/control"
 	"github.com/aura-runtime/aura/occ"
 	"github.com/aura-runtime/aura/rdma"
+	"github.com/aura-runtime/aura/store"
 	"github.com/aura-runtime/aura/txn"
 )
 
@@ -274,4 +276,71 @@ func TestTableFences(t *testing.T) {
 	if got := tb.DueUnfences(5000, 10); len(got) != 0 || tb.Fences() != 0 {
 		t.Fatalf("evicted activation: due %+v, %d fences left", got, tb.Fences())
 	}
+}
+
+// TestFencedReadAge: a grant under a trusted fence is a fenced WRITE when
+// the coordinator's READ of the slot is younger than FencedReadAge, however
+// much older than the WRITE lease it is (a long transaction reads its slots
+// long before it asks for their locks), and a CAS when the READ is older.
+func TestFencedReadAge(t *testing.T) {
+	c := fencedVerbCluster(t)
+	n0 := c.nodes[0]
+	n0.cfg.WriteLease = time.Minute
+	n0.cfg.FencedReadAge = 10 * time.Minute
+	if cnt, _ := bump(t, c, c.coordinator(0), []uint64{0}); cnt.LocksLocal != 1 {
+		t.Fatalf("claiming key group 0's fence: %+v", cnt)
+	}
+	// The fence was set a quarter of an hour ago, as far as the table knows,
+	// so that every READ below comes after it (F4).
+	if err := c.tables[0].Do(func(tb *Table) error {
+		f, ok := tb.fences[0]
+		if !ok {
+			return errors.New("no fence record for key group 0")
+		}
+		f.atMicros -= (15 * time.Minute).Microseconds()
+		tb.fences[0] = f
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	tl, _ := c.layout.Table(accounts)
+	fence, _ := c.layout.FenceAddr(0)
+	addrOf := func(k uint64) uint64 {
+		for i := range c.allLockWords(t) {
+			a := tl.Region.Addr + uint64(i)*tl.SlotSize
+			if s := c.slot(t, a); s.Meta.Present() && s.Key == k {
+				return a
+			}
+		}
+		t.Fatalf("account %d not found", k)
+		return 0
+	}
+	grant := func(k uint64, readAge time.Duration) occ.LockResult {
+		t.Helper()
+		l := n0.NewLocker(c.qp(), occ.NewCASLocker(c.qp()))
+		req := []occ.LockRequest{{Ref: acct(k), KeyGroup: 0, Table: tl, SlotAddr: addrOf(k), Tag: store.CASTag(61, k),
+			Seen: 0, SeenAt: time.Now().Add(-readAge), SeenKG: true, Fence: fence, FenceRKey: c.layout.Fences.RKey}}
+		res := make([]occ.LockResult, 1)
+		if err := l.Acquire(context.Background(), req, res); err != nil {
+			t.Fatal(err)
+		}
+		if res[0].Status != occ.LockGranted || res[0].Path != occ.PathLocal {
+			t.Fatalf("key %d: %+v, want a local grant", k, res[0])
+		}
+		c.setSlotWord(t, req[0].SlotAddr, res[0].Release)
+		l.Released(req, res)
+		return res[0]
+	}
+	writes := n0.Stats.FencedWrites.Load()
+	before := c.mem.Stats()
+	grant(8, 2*time.Minute) // older than the WRITE lease, younger than FencedReadAge
+	if d := c.mem.Stats().Sub(before); d.CAS != 0 || n0.Stats.FencedWrites.Load() != writes+1 {
+		t.Fatalf("READ 2 min old: %d CAS, fenced writes %d → %d; want a fenced WRITE", d.CAS, writes, n0.Stats.FencedWrites.Load())
+	}
+	before = c.mem.Stats()
+	grant(16, 12*time.Minute) // older than FencedReadAge
+	if d := c.mem.Stats().Sub(before); d.CAS != 1 || n0.Stats.FencedWrites.Load() != writes+1 {
+		t.Fatalf("READ 12 min old: %d CAS, fenced writes %d; want one CAS", d.CAS, n0.Stats.FencedWrites.Load())
+	}
+	c.assertNothingHeld(t)
 }

@@ -91,6 +91,18 @@ type NodeConfig struct {
 	// WRITE lease" in the package documentation). Default: a quarter of the
 	// local table's DrainDeadlineMicros.
 	WriteLease time.Duration
+	// FencedReadAge bounds how old the coordinator's READ of a slot
+	// (occ.LockRequest.SeenAt) may be when the table is asked, for the
+	// grant to be a fenced WRITE (F4 of "Key-group fences"); an older READ
+	// makes the grant a CAS. The bound keeps the window between that READ
+	// and the WRITE far shorter than the repair sweep's RepairAfter, which
+	// ends only words held unchanged that long (the lemma of fenced WRITEs
+	// needs no repair inside the window). Default 1 s; package actors caps
+	// it at a quarter of its RepairAfter. It is not the WRITE lease (12.5
+	// ms by default): on a loaded node a transaction often asks for its
+	// locks tens of milliseconds after reading the slots, and under that
+	// bound such first grants paid a CAS.
+	FencedReadAge time.Duration
 	// HintEntries bounds the node's cache of lock words last seen free
 	// (the expected values of its owner-path CASes); default 1<<16, cleared
 	// when full.
@@ -120,8 +132,14 @@ func (c NodeConfig) withDefaults() NodeConfig {
 	if c.HintEntries == 0 {
 		c.HintEntries = 1 << 16
 	}
+	if c.FencedReadAge == 0 {
+		c.FencedReadAge = DefaultFencedReadAge
+	}
 	return c
 }
+
+// DefaultFencedReadAge is NodeConfig.FencedReadAge's default.
+const DefaultFencedReadAge = time.Second
 
 // NodeStats counts a node's ownership-path events.
 type NodeStats struct {
@@ -201,7 +219,7 @@ func NewNode(cfg NodeConfig, svc *Service, res Resolver, tr Transport) (*Node, e
 		return nil, errors.New("owner: NewNode needs a Resolver")
 	}
 	if cfg.MaxRedirects < 0 || cfg.RPCAttempts < 0 || cfg.RPCTimeout < 0 || cfg.ResolveTimeout < 0 ||
-		cfg.WriteLease < 0 || cfg.HintEntries < 0 {
+		cfg.WriteLease < 0 || cfg.HintEntries < 0 || cfg.FencedReadAge < 0 {
 		return nil, fmt.Errorf("owner: negative NodeConfig field: %+v", cfg)
 	}
 	cfg = cfg.withDefaults()
@@ -525,7 +543,7 @@ const maxWordAttempts = 3
 //     record's key group for (c,e), and the coordinator saw a free word
 //     the grant may replace (0, or a retired or re-cut activation's free
 //     sentinel: fenceable), with the record in the slot, in a READ posted
-//     after the fence was set and within the WRITE lease of the asking
+//     after the fence was set and less than FencedReadAge before the asking
 //     (F4 of "Key-group fences"). The table marks the slot once the WRITE
 //     completed.
 //   - Any other grant posts CAS(expected → H(c,e)), expecting S(c,e) if
@@ -576,7 +594,7 @@ func (l *Locker) lockWords(ctx context.Context, reqs []occ.LockRequest, res []oc
 		todo = append(todo, k)
 		write[k] = g.marked && !g.already && g.route.Local
 		if !write[k] && fs[k].trusted && !g.already && (g.from == 0 || g.from == q.Seen) && l.fenceable(q.Seen, g) && q.SeenKG &&
-			fs[k].seenAfter && g.asked.Sub(q.SeenAt) < l.n.cfg.WriteLease {
+			fs[k].seenAfter && g.asked.Sub(q.SeenAt) < l.n.cfg.FencedReadAge {
 			write[k], fenced[k] = true, true
 		}
 		wantFence[k] = fs[k].want && !g.already
