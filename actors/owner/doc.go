@@ -285,7 +285,15 @@
 //     partitioned by key group (txn.Table.Partitions), so that only this
 //     key group's records can ever occupy it — and was posted less than
 //     NodeConfig.FencedReadAge (1 s) before the table was asked; the
-//     grant's WRITE lease and owner lease apply as for a marked WRITE. The table marks the
+//     grant's WRITE lease and owner lease apply as for a marked WRITE.
+//     A grant whose claim (F1) goes out in its doorbell posts no word verb
+//     there, only a READ of its slot after the claim's CAS: the memory
+//     node executes a queue pair's verbs in order, so that READ sees the
+//     slot after the fence was set, as a READ posted after f would. If
+//     the claim succeeded and the table trusts the fence when the
+//     completions are back, the READ stands for the coordinator's in the
+//     rule above and the next doorbell WRITEs the word; otherwise the
+//     grant CASes, expecting the word read if it is free for it. The table marks the
 //     slot after the WRITE completes.
 //   - F5, give-back. Once the table no longer trusts a fence (its key group
 //     left the activation, or the activation was frozen or retired), the
@@ -326,7 +334,8 @@
 // over S(c,e) by the slot's one grantee (the lemma of marks), or a fenced
 // WRITE (this lemma), and a word given back was never used.
 //
-// Cost: one CAS per key group and activation (the claim), one READ per
+// Cost: one CAS per key group and activation (the claim; the grants that
+// made it pay a round trip more, not an atomic), one READ per
 // CAS that takes a free word (in the doorbell it is in: no round trip), a CAS per refusal
 // (two atomics wasted, then the lock follows the fence's owner), and one
 // CAS per give-back. TestKeyGroupFences counts these verbs;

@@ -66,10 +66,12 @@ func TestKeyGroupFences(t *testing.T) {
 	c := fencedVerbCluster(t)
 	co0, co1, co2 := c.coordinator(0), c.coordinator(1), c.coordinator(2)
 
-	// Key group 0 is cohort 1's, LOCAL on cn-0.
+	// Key group 0 is cohort 1's, LOCAL on cn-0. The first doorbell claims
+	// the fence and READs the three slots; the next WRITEs their words.
 	cnt, dev := bump(t, c, co0, []uint64{0, 8, 16})
-	if cnt.LocksLocal != 3 || cnt.MNCAS != 4 || dev.CAS != 4 {
-		t.Fatalf("first grants: %+v, memory node %d CAS; want 3 lock words and the fence by CAS", cnt, dev.CAS)
+	if cnt.LocksLocal != 3 || cnt.MNCAS != 1 || dev.CAS != 1 || c.nodes[0].Stats.FencedWrites.Load() != 3 {
+		t.Fatalf("first grants: %+v, memory node %d CAS, %d fenced writes; want the fence by CAS and 3 fenced WRITEs",
+			cnt, dev.CAS, c.nodes[0].Stats.FencedWrites.Load())
 	}
 	if w := c.fenceWord(t, 0); w != Sentinel(1, 1, false) {
 		t.Fatalf("fence of key group 0: %#x", w)
@@ -83,8 +85,8 @@ func TestKeyGroupFences(t *testing.T) {
 	if d := c.mem.Stats().Sub(before); r.Counters.MNCAS != 0 || d.CAS != 0 {
 		t.Fatalf("insert under the fence: %+v, memory node %d CAS, want none", r.Counters, d.CAS)
 	}
-	if got := c.nodes[0].Stats.FencedWrites.Load(); got != 4 {
-		t.Fatalf("fenced writes %d, want 4", got)
+	if got := c.nodes[0].Stats.FencedWrites.Load(); got != 7 {
+		t.Fatalf("fenced writes %d, want 7", got)
 	}
 
 	// A node whose map is older than the fence (no map yet: epoch 0): its
@@ -159,13 +161,14 @@ func TestKeyGroupFences(t *testing.T) {
 	}
 	// cn-1 last saw cohort 1's fence, so its next grant (key 48, word 0:
 	// the refused MN CAS gave it back) is a CAS that reads the fence again,
-	// and the grant after it (an insert) claims the fence: a CAS for the
-	// slot's word and one for the fence. The insert after that is a WRITE.
+	// and the grant after it (an insert) claims the fence: one CAS, then a
+	// fenced WRITE of the empty slot it READ in the claim's doorbell. The
+	// insert after that is a WRITE.
 	cnt, _ = bump(t, c, co1, []uint64{48})
 	if cnt.LocksLocal != 1 || cnt.MNCAS != 1 {
 		t.Fatalf("after the give-back: %+v, want a local grant and 1 CAS", cnt)
 	}
-	for i, want := range []uint64{2, 0} {
+	for i, want := range []uint64{1, 0} {
 		r = mustRun(t, co1, func(tx txn.Tx) error { return tx.Insert(acct(8*uint64(101+i)), u64(7)) })
 		if r.Counters.MNCAS != want || r.Counters.LocksLocal != 1 {
 			t.Fatalf("cn-1's insert %d: %+v, want a local grant and %d CAS", i, r.Counters, want)

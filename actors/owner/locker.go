@@ -562,7 +562,11 @@ const maxWordAttempts = 3
 //     then follows the fence's cohort.
 //   - A local grant whose key group's fence the table does not hold yet
 //     also claims it: CAS(0, or a retired activation's fence → S(c,e)) on
-//     the fence word, once per key group and doorbell (fenceExpect).
+//     the fence word, once per key group and doorbell (fenceExpect). The
+//     grants of that key group post only a READ of their slot in that
+//     doorbell, after the claim, and take their words in the next one:
+//     by fenced WRITE if the claim held and the READ allows it
+//     (fencedAfterClaim), else by CAS.
 //
 // Grants whose word cannot be taken are released in the table again.
 func (l *Locker) lockWords(ctx context.Context, reqs []occ.LockRequest, res []occ.LockResult, gs []ownerGrant,
@@ -575,6 +579,12 @@ func (l *Locker) lockWords(ctx context.Context, reqs []occ.LockRequest, res []oc
 	todo := make([]int, 0, len(gs))
 	var undo []ownerGrant
 	fs := l.fenceStates(reqs, gs)
+	// seen: the word a fenced WRITE replaces (the coordinator's READ, or
+	// the READ in a fence claim's doorbell); claimRead: a grant that posts
+	// no word verb in the doorbell claiming its fence, only a READ of its
+	// slot (see "Key-group fences", F4).
+	seen := make([]uint64, len(gs))
+	claimRead := make([]bool, len(gs))
 	for k, g := range gs {
 		q := &reqs[g.i]
 		if seen := q.Seen; canFollow && !g.already && g.from == 0 && store.IsFreeSentinel(seen) &&
@@ -598,20 +608,8 @@ func (l *Locker) lockWords(ctx context.Context, reqs []occ.LockRequest, res []oc
 			write[k], fenced[k] = true, true
 		}
 		wantFence[k] = fs[k].want && !g.already
-		// The expected value: this node's hint if it is this activation's
-		// free sentinel, else the word the coordinator saw when it located
-		// the slot if that is free for this grant, else 0.
-		free := Sentinel(g.route.Cohort, g.epoch, false)
-		switch seen := q.Seen; {
-		case g.from != 0:
-			expect[k] = g.from
-		case l.n.hint(wordOf(q)) == free, seen == free:
-			expect[k] = free
-		case store.IsFreeSentinel(seen):
-			if ok, _ := l.retired(seen, g.route, g.epoch); ok || l.takeable(seen, g) {
-				expect[k] = seen
-			}
-		}
+		seen[k] = q.Seen
+		expect[k] = l.expectFor(q, g, q.Seen)
 	}
 	type markKey struct {
 		cohort control.CohortID
@@ -645,6 +643,21 @@ func (l *Locker) lockWords(ctx context.Context, reqs []occ.LockRequest, res []oc
 					}
 					wantFence[k] = false
 				}
+				if _, claiming := fenceCAS[q.Fence]; claiming && attempt == 0 && !write[k] && g.route.Local &&
+					!g.already && g.from == 0 && g.leased && q.Fence != 0 {
+					// Its key group's fence is claimed in this doorbell:
+					// READ the slot after the claim instead of taking the
+					// word by CAS, and WRITE it in the next doorbell if
+					// the claim held and the word is free for a fenced
+					// grant.
+					claimRead[k] = true
+					at[j] = len(l.wrs)
+					l.wrs = append(l.wrs, rdma.WorkRequest{ID: uint64(k), Op: rdma.OpRead, RKey: q.Table.Region.RKey,
+						RemoteAddr: q.SlotAddr, Local: make([]byte, q.Table.SlotSize)})
+					fenceAt[j] = -1
+					continue
+				}
+				claimRead[k] = false
 				held := Sentinel(g.route.Cohort, g.epoch, true)
 				if write[k] && (!g.leased || time.Since(g.asked) >= l.n.cfg.WriteLease) {
 					// Past the WRITE lease, or asked without an owner
@@ -653,7 +666,7 @@ func (l *Locker) lockWords(ctx context.Context, reqs []occ.LockRequest, res []oc
 					write[k] = false
 					expect[k] = Sentinel(g.route.Cohort, g.epoch, false)
 					if fenced[k] {
-						fenced[k], expect[k] = false, q.Seen
+						fenced[k], expect[k] = false, seen[k]
 					}
 				}
 				at[j] = len(l.wrs)
@@ -687,11 +700,29 @@ func (l *Locker) lockWords(ctx context.Context, reqs []occ.LockRequest, res []oc
 				l.fenceClaimed(q, g, l.wrs[i].Compare, cs[i].Value)
 			}
 			var unknown []int
+			var afterClaim []int
 			for j, k := range chunk {
 				g := gs[k]
 				q := &reqs[g.i]
 				out := &res[g.i]
 				out.Path = pathOf(g.route)
+				if claimRead[k] {
+					// Nothing was done to the word: take it in the next
+					// doorbell, by a fenced WRITE if the slot READ allows.
+					if i := fenceCAS[q.Fence]; ok(i) && ok(at[j]) && l.n.hint(fenceOf(q)) == Sentinel(g.route.Cohort, g.epoch, false) {
+						afterClaim = append(afterClaim, k)
+						slot := q.Table.DecodeSlot(l.wrs[at[j]].Local)
+						seen[k] = slot.Lock
+						if !(slot.Meta.Present() && slot.Key == q.Ref.Key) && (slot.Meta.Present() || !q.Table.KeyGroupAligned()) {
+							// Another record's slot, or an empty slot any
+							// key group may fill: not for a fenced WRITE.
+							seen[k] = ^uint64(0)
+						}
+					}
+					expect[k] = l.expectFor(q, g, q.Seen)
+					next = append(next, k)
+					continue
+				}
 				if !ok(at[j]) {
 					if !write[k] {
 						out.CAS++ // posted: may have applied
@@ -711,7 +742,7 @@ func (l *Locker) lockWords(ctx context.Context, reqs []occ.LockRequest, res []oc
 					l.n.Stats.WordWrites.Add(1)
 					if fenced[k] {
 						l.n.Stats.FencedWrites.Add(1)
-						l.granted(reqs, res, g, slot, q.Seen)
+						l.granted(reqs, res, g, slot, seen[k])
 						mk := markKey{g.route.Cohort, g.epoch, q.Tag}
 						marks[mk] = append(marks[mk], slotKey(q))
 						continue
@@ -797,6 +828,9 @@ func (l *Locker) lockWords(ctx context.Context, reqs []occ.LockRequest, res []oc
 					undo = append(undo, g)
 				}
 			}
+			if len(afterClaim) > 0 {
+				l.fencedAfterClaim(reqs, gs, afterClaim, seen, expect, write, fenced)
+			}
 			if len(unknown) > 0 {
 				undo = append(undo, l.resolve(ctx, reqs, res, gs, unknown)...)
 				for _, k := range unknown {
@@ -820,6 +854,53 @@ func (l *Locker) lockWords(ctx context.Context, reqs []occ.LockRequest, res []oc
 		l.n.svc.Mark(mk.cohort, mk.epoch, mk.tag, keys)
 	}
 	l.release(undo, reqs)
+}
+
+// expectFor returns the value grant g's lock-word CAS expects: this
+// node's hint if it is this activation's free sentinel, else the word seen
+// (by the coordinator when it located the slot, or since) if that is free
+// for this grant, else 0.
+func (l *Locker) expectFor(q *occ.LockRequest, g ownerGrant, seen uint64) uint64 {
+	free := Sentinel(g.route.Cohort, g.epoch, false)
+	switch {
+	case g.from != 0:
+		return g.from
+	case l.n.hint(wordOf(q)) == free, seen == free:
+		return free
+	case store.IsFreeSentinel(seen):
+		if ok, _ := l.retired(seen, g.route, g.epoch); ok || l.takeable(seen, g) {
+			return seen
+		}
+	}
+	return 0
+}
+
+// fencedAfterClaim decides, for grants that READ their slot in the
+// doorbell that claimed their key group's fence (ks), whether the next
+// doorbell sets the word by fenced WRITE: the claim succeeded (the fence
+// is this activation's), the table trusts the fence now, and the READ —
+// executed at the memory node after the claim's CAS — found the record in
+// the slot (or the slot empty, in a key-group-partitioned table) and a word
+// a fenced WRITE may replace. Otherwise the grant CASes from the word read,
+// if that is free for it.
+func (l *Locker) fencedAfterClaim(reqs []occ.LockRequest, gs []ownerGrant, ks []int, seen, expect []uint64, write, fenced []bool) {
+	qs := make([]FenceQuery, len(ks))
+	for j, k := range ks {
+		g := gs[k]
+		qs[j] = FenceQuery{Cohort: g.route.Cohort, Epoch: g.epoch, KeyGroup: control.KeyGroup(reqs[g.i].KeyGroup)}
+	}
+	for j, st := range l.n.svc.FenceStates(qs) {
+		k := ks[j]
+		g := gs[k]
+		if seen[k] == ^uint64(0) {
+			continue
+		}
+		if st.Trusted && l.fenceable(seen[k], g) {
+			write[k], fenced[k] = true, true
+			continue
+		}
+		expect[k] = l.expectFor(&reqs[g.i], g, seen[k])
+	}
 }
 
 // retired reports whether the free owner sentinel w = S(c', e') guards
