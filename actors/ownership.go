@@ -219,6 +219,7 @@ func newOwnership(cfg OwnershipConfig, self string, wl workload.Workload) (*owne
 	if cfg.Heartbeat != nil {
 		o.lease = &owner.Lease{}
 		oc.Lease = o.lease
+		o.svc.UseLease(o.lease)
 	}
 	if o.onode, err = owner.NewNode(oc, o.svc, o.res, cfg.Transport); err != nil {
 		return nil, err

@@ -108,9 +108,10 @@ func testCases() []testCase {
 
 		// owner.proto
 		{"LockRequest", &LockRequest{TxnId: 99, CohortId: 7, Epoch: 41, Records: []*RecordRef{rec(1, 2), rec(1, 3)},
-			Requester: "cn-1", RequestId: 555}},
+			Requester: "cn-1", RequestId: 555, KeyGroups: []uint64{1 << 40, 1<<40 | 3}}},
 		{"LockReply", &LockReply{Status: LockStatus_LOCK_STATUS_CONFLICT, Granted: []uint32{0, 1}, Moved: moved,
-			Epoch: 41, Error: "held", RequestId: 555, ConflictIndex: 2, HolderTxnId: 98, RetryAfterMicros: 50}},
+			Epoch: 41, Error: "held", RequestId: 555, ConflictIndex: 2, HolderTxnId: 98, RetryAfterMicros: 50,
+			FenceAgeMicros: []uint64{0, 1_500_000}}},
 		{"UnlockRequest", &UnlockRequest{TxnId: 99, CohortId: 7, Epoch: 41, Records: []*RecordRef{rec(1, 2)},
 			Requester: "cn-1", RequestId: 556, All: true}},
 		{"UnlockReply", &UnlockReply{Status: LockStatus_LOCK_STATUS_MOVED, Released: 2, Epoch: 42, Error: "moved",

@@ -118,7 +118,12 @@ type LockRequest struct {
 	Requester string `protobuf:"bytes,5,opt,name=requester,proto3" json:"requester,omitempty"`
 	// Idempotency key, unique per requester: a retransmission with the same
 	// (requester, request_id) gets the same reply and never locks twice.
-	RequestId     uint64 `protobuf:"varint,6,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	RequestId uint64 `protobuf:"varint,6,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// The key group of each record, parallel to `records` (empty: not given).
+	// With them the owner reports, per granted record, how long it has held
+	// the key group's fence (LockReply.fence_age_micros); a non-empty list of
+	// another length is an ERROR.
+	KeyGroups     []uint64 `protobuf:"varint,7,rep,packed,name=key_groups,json=keyGroups,proto3" json:"key_groups,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -195,6 +200,13 @@ func (x *LockRequest) GetRequestId() uint64 {
 	return 0
 }
 
+func (x *LockRequest) GetKeyGroups() []uint64 {
+	if x != nil {
+		return x.KeyGroups
+	}
+	return nil
+}
+
 // LockReply answers a LockRequest.
 type LockReply struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -222,8 +234,17 @@ type LockReply struct {
 	// RETRY: suggested wait before retrying, in microseconds (0 = caller's
 	// own backoff).
 	RetryAfterMicros uint64 `protobuf:"varint,9,opt,name=retry_after_micros,json=retryAfterMicros,proto3" json:"retry_after_micros,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Parallel to `granted` when LockRequest.key_groups was given (else
+	// empty): for each granted record, how long, in microseconds, the owner
+	// had held and trusted the fence word of the record's key group for the
+	// cohort's activation when it replied, under a valid owner lease, the
+	// record not marked in its table; 0 when any of that is not so. A
+	// requester whose READ of the slot came after the fence was set (its
+	// clock: the reply's arrival minus this age) may set the lock word by a
+	// plain WRITE instead of a CAS (package actors/owner, "Key-group fences").
+	FenceAgeMicros []uint64 `protobuf:"varint,10,rep,packed,name=fence_age_micros,json=fenceAgeMicros,proto3" json:"fence_age_micros,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *LockReply) Reset() {
@@ -317,6 +338,13 @@ func (x *LockReply) GetRetryAfterMicros() uint64 {
 		return x.RetryAfterMicros
 	}
 	return 0
+}
+
+func (x *LockReply) GetFenceAgeMicros() []uint64 {
+	if x != nil {
+		return x.FenceAgeMicros
+	}
+	return nil
 }
 
 // UnlockRequest releases locks a transaction holds in one cohort, at commit
@@ -521,7 +549,7 @@ var File_aura_v1_owner_proto protoreflect.FileDescriptor
 
 const file_aura_v1_owner_proto_rawDesc = "" +
 	"\n" +
-	"\x13aura/v1/owner.proto\x12\aaura.v1\x1a\x14aura/v1/common.proto\"\xc2\x01\n" +
+	"\x13aura/v1/owner.proto\x12\aaura.v1\x1a\x14aura/v1/common.proto\"\xe1\x01\n" +
 	"\vLockRequest\x12\x15\n" +
 	"\x06txn_id\x18\x01 \x01(\x04R\x05txnId\x12\x1b\n" +
 	"\tcohort_id\x18\x02 \x01(\x04R\bcohortId\x12\x14\n" +
@@ -529,7 +557,9 @@ const file_aura_v1_owner_proto_rawDesc = "" +
 	"\arecords\x18\x04 \x03(\v2\x12.aura.v1.RecordRefR\arecords\x12\x1c\n" +
 	"\trequester\x18\x05 \x01(\tR\trequester\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x06 \x01(\x04R\trequestId\"\xbc\x02\n" +
+	"request_id\x18\x06 \x01(\x04R\trequestId\x12\x1d\n" +
+	"\n" +
+	"key_groups\x18\a \x03(\x04R\tkeyGroups\"\xe6\x02\n" +
 	"\tLockReply\x12+\n" +
 	"\x06status\x18\x01 \x01(\x0e2\x13.aura.v1.LockStatusR\x06status\x12\x18\n" +
 	"\agranted\x18\x02 \x03(\rR\agranted\x12$\n" +
@@ -540,7 +570,9 @@ const file_aura_v1_owner_proto_rawDesc = "" +
 	"request_id\x18\x06 \x01(\x04R\trequestId\x12%\n" +
 	"\x0econflict_index\x18\a \x01(\rR\rconflictIndex\x12\"\n" +
 	"\rholder_txn_id\x18\b \x01(\x04R\vholderTxnId\x12,\n" +
-	"\x12retry_after_micros\x18\t \x01(\x04R\x10retryAfterMicros\"\xd6\x01\n" +
+	"\x12retry_after_micros\x18\t \x01(\x04R\x10retryAfterMicros\x12(\n" +
+	"\x10fence_age_micros\x18\n" +
+	" \x03(\x04R\x0efenceAgeMicros\"\xd6\x01\n" +
 	"\rUnlockRequest\x12\x15\n" +
 	"\x06txn_id\x18\x01 \x01(\x04R\x05txnId\x12\x1b\n" +
 	"\tcohort_id\x18\x02 \x01(\x04R\bcohortId\x12\x14\n" +

@@ -85,7 +85,8 @@
 //	              newer than the map
 //	x → H(c,e)    a plain WRITE by a grantee of (c,e) for A whose table
 //	              trusts the key group's fence, where x was seen 0 or a free
-//	              sentinel it may replace (F4 of "Key-group fences")
+//	              sentinel it may replace (F4 of "Key-group fences"); a
+//	              remote one releases H(c,e) → 0 (A is not marked)
 //	T, H → 0      the CAS by which a locker that took a free word gives it
 //	              back because another node's activation holds the key
 //	              group's fence (F2); the lock was never used
@@ -96,7 +97,9 @@
 // RPC has no field for them), so remote grants pay one CAS each, expecting
 // S(c,e) (the word the coordinator saw when it located the slot, or the
 // node's hint), and never clear a word they found S(c,e) to 0 (they cannot
-// unmark).
+// unmark) — unless the reply gives the record a fence age (F4 of
+// "Key-group fences"): then a record the owner has not marked, seen free,
+// is WRITEn and released to 0.
 //
 // Who may take over a free sentinel S(c',e') (Locker.retired,
 // Locker.takeable): a grantee of the same cohort at a newer epoch e > e';
@@ -293,7 +296,20 @@
 //     the claim succeeded and the table trusts the fence when the
 //     completions are back, the READ stands for the coordinator's in the
 //     rule above and the next doorbell WRITEs the word; otherwise the
-//     grant CASes, expecting the word read if it is free for it. The table marks the
+//     grant CASes, expecting the word read if it is free for it.
+//     A remote grantee (an owner RPC) WRITEs by the same rule, with the
+//     owner's word for the fence: the reply gives each granted record the
+//     age of its key group's fence (messages.LockReply.fence_age_micros;
+//     Service.fenceAges), checked after the grant, and 0 unless the table
+//     trusts the fence, the owner's lease is valid, and the slot is neither
+//     marked nor taken from another cohort's mark (the coordinator may
+//     have seen the word before a mark made it S(c,e)). The requester puts
+//     f at the reply's arrival minus that age plus a millisecond (clock
+//     rates differ by parts per million; no clocks are compared) and
+//     counts its WRITE lease from sending the request, before the owner's
+//     check. It releases the word to 0, not S(c,e): the owner cannot learn
+//     a mark over the RPC, and 0 is what it replaced or free for every
+//     grantee under the fence. The table marks the
 //     slot after the WRITE completes.
 //   - F5, give-back. Once the table no longer trusts a fence (its key group
 //     left the activation, or the activation was frozen or retired), the

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/aura-runtime/aura/control"
+	"github.com/aura-runtime/aura/messages"
 	"github.com/aura-runtime/aura/occ"
 	"github.com/aura-runtime/aura/rdma"
 	"github.com/aura-runtime/aura/store"
@@ -47,6 +48,20 @@ func (c *cluster) fenceWord(t *testing.T, kg uint64) uint64 {
 		t.Fatal(err, rdma.FirstError(cs))
 	}
 	return binary.LittleEndian.Uint64(buf)
+}
+
+// slotAddr returns the address of account k's slot.
+func (c *cluster) slotAddr(t *testing.T, k uint64) uint64 {
+	t.Helper()
+	tl, _ := c.layout.Table(accounts)
+	for i := range c.allLockWords(t) {
+		a := tl.Region.Addr + uint64(i)*tl.SlotSize
+		if s := c.slot(t, a); s.Meta.Present() && s.Key == k {
+			return a
+		}
+	}
+	t.Fatalf("account %d not found", k)
+	return 0
 }
 
 // TestKeyGroupFences walks the key-group fence protocol through its cases
@@ -308,20 +323,10 @@ func TestFencedReadAge(t *testing.T) {
 	}
 	tl, _ := c.layout.Table(accounts)
 	fence, _ := c.layout.FenceAddr(0)
-	addrOf := func(k uint64) uint64 {
-		for i := range c.allLockWords(t) {
-			a := tl.Region.Addr + uint64(i)*tl.SlotSize
-			if s := c.slot(t, a); s.Meta.Present() && s.Key == k {
-				return a
-			}
-		}
-		t.Fatalf("account %d not found", k)
-		return 0
-	}
 	grant := func(k uint64, readAge time.Duration) occ.LockResult {
 		t.Helper()
 		l := n0.NewLocker(c.qp(), occ.NewCASLocker(c.qp()))
-		req := []occ.LockRequest{{Ref: acct(k), KeyGroup: 0, Table: tl, SlotAddr: addrOf(k), Tag: store.CASTag(61, k),
+		req := []occ.LockRequest{{Ref: acct(k), KeyGroup: 0, Table: tl, SlotAddr: c.slotAddr(t, k), Tag: store.CASTag(61, k),
 			Seen: 0, SeenAt: time.Now().Add(-readAge), SeenKG: true, Fence: fence, FenceRKey: c.layout.Fences.RKey}}
 		res := make([]occ.LockResult, 1)
 		if err := l.Acquire(context.Background(), req, res); err != nil {
@@ -344,6 +349,84 @@ func TestFencedReadAge(t *testing.T) {
 	grant(16, 12*time.Minute) // older than FencedReadAge
 	if d := c.mem.Stats().Sub(before); d.CAS != 1 || n0.Stats.FencedWrites.Load() != writes+1 {
 		t.Fatalf("READ 12 min old: %d CAS, fenced writes %d; want one CAS", d.CAS, n0.Stats.FencedWrites.Load())
+	}
+	c.assertNothingHeld(t)
+}
+
+// TestRemoteFencedGrants: an owner RPC's reply says how long the owner has
+// held each granted record's key-group fence, and a remote grantee whose
+// READ came after the fence was set WRITEs a free word instead of CASing
+// it, then releases it to 0 (the owner's table cannot learn a mark over
+// the RPC). A record marked at the owner, and every record while the
+// owner's lease has run out, is taken by CAS.
+func TestRemoteFencedGrants(t *testing.T) {
+	c := fencedVerbCluster(t)
+	co0, co1 := c.coordinator(0), c.coordinator(1)
+	if cnt, _ := bump(t, c, co0, []uint64{0}); cnt.LocksLocal != 1 {
+		t.Fatalf("cn-0 claiming key group 0's fence: %+v", cnt)
+	}
+	// The fence was set long before any READ below.
+	if err := c.tables[0].Do(func(tb *Table) error {
+		f, ok := tb.fences[0]
+		if !ok {
+			return errors.New("no fence record for key group 0")
+		}
+		f.atMicros -= time.Minute.Microseconds()
+		tb.fences[0] = f
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	n1 := c.nodes[1]
+	for round := range 2 {
+		cnt, dev := bump(t, c, co1, []uint64{8})
+		if cnt.LocksOwnerRPC != 1 || cnt.MNCAS != 0 || dev.CAS != 0 || n1.Stats.FencedWrites.Load() != uint64(round+1) {
+			t.Fatalf("round %d, remote grant of an unmarked record under cn-0's fence: %+v, memory node %d CAS, fenced writes %d; want a WRITE",
+				round, cnt, dev.CAS, n1.Stats.FencedWrites.Load())
+		}
+		if w := c.lockWord(t, 8); w != 0 {
+			t.Fatalf("key 8 after a remote fenced grant: %#x, want 0", w)
+		}
+	}
+	// Key 0 is marked at cn-0 (its word is S(1,1)): the reply gives no
+	// fence age for it, and cn-1 CASes from the sentinel.
+	if cnt, dev := bump(t, c, co1, []uint64{0}); cnt.LocksOwnerRPC != 1 || dev.CAS != 1 {
+		t.Fatalf("remote grant of a marked record: %+v, memory node %d CAS; want one CAS", cnt, dev.CAS)
+	}
+	// A coordinator that read key 0's word as 0 before cn-0 marked it: the
+	// owner gives no fence age for a marked record, so cn-1 does not WRITE
+	// over (and then clear) the sentinel cn-0's marks rely on: it CASes
+	// (from S(1,1), its hint since the grant above), and releases to
+	// S(1,1).
+	tl, _ := c.layout.Table(accounts)
+	fence, _ := c.layout.FenceAddr(0)
+	l := n1.NewLocker(c.qp(), occ.NewCASLocker(c.qp()))
+	req := []occ.LockRequest{{Ref: acct(0), KeyGroup: 0, Table: tl, SlotAddr: c.slotAddr(t, 0), Tag: store.CASTag(62, 1),
+		Seen: 0, SeenAt: time.Now(), SeenKG: true, Fence: fence, FenceRKey: c.layout.Fences.RKey}}
+	res := make([]occ.LockResult, 1)
+	before := c.mem.Stats()
+	if err := l.Acquire(context.Background(), req, res); err != nil {
+		t.Fatal(err)
+	}
+	if res[0].Status != occ.LockGranted || res[0].Path != occ.PathOwnerRPC || c.mem.Stats().Sub(before).CAS != 1 ||
+		res[0].Release != Sentinel(1, 1, false) || n1.Stats.FencedWrites.Load() != 2 {
+		t.Fatalf("remote grant of a marked record seen free: %+v, %d CAS", res[0], c.mem.Stats().Sub(before).CAS)
+	}
+	c.setSlotWord(t, req[0].SlotAddr, res[0].Release)
+	l.Released(req, res)
+	// An owner whose lease ran out reports no fence: a CAS, and the fence
+	// READ that goes with a CAS from 0.
+	c.tables[0].UseLease(&Lease{})
+	if cnt, dev := bump(t, c, co1, []uint64{16}); cnt.LocksOwnerRPC != 1 || dev.CAS != 1 || n1.Stats.FencedWrites.Load() != 2 {
+		t.Fatalf("remote grant from an owner without a lease: %+v, memory node %d CAS; want one CAS", cnt, dev.CAS)
+	}
+	c.tables[0].UseLease(nil)
+	// A garbled request (key groups not parallel to its records) is refused
+	// whole.
+	rep := c.tables[0].HandleLock(&messages.LockRequest{TxnId: 5, CohortId: 1, Epoch: 1, Requester: "cn-1", RequestId: 99,
+		Records: []*messages.RecordRef{{Table: uint32(accounts), Key: 1}}, KeyGroups: []uint64{0, 0}})
+	if rep.GetStatus() != messages.LockStatus_LOCK_STATUS_ERROR || len(rep.GetGranted()) != 0 {
+		t.Fatalf("mismatched key groups: %v", rep)
 	}
 	c.assertNothingHeld(t)
 }

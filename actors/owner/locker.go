@@ -294,7 +294,18 @@ type ownerGrant struct {
 	// mark the table moved to this grant (AcquireReply.Taken; local grants
 	// only): the expected value of the grant's CAS.
 	from uint64
+	// fenceSince (remote grants only; zero if none): a time on this node's
+	// clock by which the owner had set the record's key-group fence, from
+	// the reply's fence age (messages.LockReply.fence_age_micros): a READ
+	// posted after it came after the fence was set.
+	fenceSince time.Time
 }
+
+// fenceClockMargin is taken off a remote owner's fence age: the two nodes'
+// clocks may run at slightly different rates (parts per million: a few
+// microseconds over the seconds a fence is held), and the owner rounds to
+// microseconds.
+const fenceClockMargin = time.Millisecond
 
 // slotKey is the owner-table key of a lock request: its slot, not its
 // record. Lock words are per slot, and two records can meet in one slot (a
@@ -431,7 +442,11 @@ func (l *Locker) ask(ctx context.Context, reqs []occ.LockRequest, res []occ.Lock
 		}
 		rep = r
 	} else {
-		r, ok := l.lockRPC(ctx, g, keys, id)
+		kgs := make([]uint64, len(idx))
+		for j, i := range idx {
+			kgs[j] = reqs[i].KeyGroup
+		}
+		r, ok := l.lockRPC(ctx, g, keys, kgs, id)
 		if !ok {
 			for _, i := range idx {
 				res[i] = occ.LockResult{Status: occ.LockConflict, Path: path}
@@ -458,13 +473,18 @@ func (l *Locker) ask(ctx context.Context, reqs []occ.LockRequest, res []occ.Lock
 		}
 		held := map[int]bool{}
 		var out []ownerGrant
-		for _, j := range rep.Granted {
+		recv := time.Now()
+		for n, j := range rep.Granted {
 			if j < 0 || j >= len(idx) {
 				continue
 			}
 			held[j] = true
-			out = append(out, ownerGrant{i: idx[j], route: g.route, epoch: rep.Epoch, already: already[j],
-				marked: marked[j], asked: asked, leased: leased, from: taken[j]})
+			og := ownerGrant{i: idx[j], route: g.route, epoch: rep.Epoch, already: already[j],
+				marked: marked[j], asked: asked, leased: leased, from: taken[j]}
+			if !g.route.Local && len(rep.FenceAgeMicros) == len(rep.Granted) && rep.FenceAgeMicros[n] > 0 {
+				og.fenceSince = recv.Add(-time.Duration(rep.FenceAgeMicros[n]) * time.Microsecond).Add(fenceClockMargin)
+			}
+			out = append(out, og)
 		}
 		for j, i := range idx {
 			if !held[j] {
@@ -487,9 +507,9 @@ func (l *Locker) ask(ctx context.Context, reqs []occ.LockRequest, res []occ.Lock
 // lockRPC sends one owner lock request, retrying with the same request id.
 // ok is false when no attempt got an answer; the locks the owner may have
 // granted are then released best effort.
-func (l *Locker) lockRPC(ctx context.Context, g routeGroup, keys []Key, id uint64) (AcquireReply, bool) {
+func (l *Locker) lockRPC(ctx context.Context, g routeGroup, keys []Key, kgs []uint64, id uint64) (AcquireReply, bool) {
 	req := &messages.LockRequest{TxnId: g.tag, CohortId: g.route.Cohort, Epoch: g.route.Epoch,
-		Records: recordRefs(keys), Requester: l.n.cfg.Self, RequestId: id}
+		Records: recordRefs(keys), Requester: l.n.cfg.Self, RequestId: id, KeyGroups: kgs}
 	for range l.n.cfg.RPCAttempts {
 		c, cancel := context.WithTimeout(ctx, l.n.cfg.RPCTimeout)
 		rep, err := l.n.tr.Lock(c, g.route.Owner, req)
@@ -504,6 +524,7 @@ func (l *Locker) lockRPC(ctx context.Context, g routeGroup, keys []Key, id uint6
 		for _, j := range rep.GetGranted() {
 			out.Granted = append(out.Granted, int(j))
 		}
+		out.FenceAgeMicros = rep.GetFenceAgeMicros()
 		switch rep.GetStatus() {
 		case messages.LockStatus_LOCK_STATUS_OK:
 			out.Status = StatusOK
@@ -605,6 +626,13 @@ func (l *Locker) lockWords(ctx context.Context, reqs []occ.LockRequest, res []oc
 		write[k] = g.marked && !g.already && g.route.Local
 		if !write[k] && fs[k].trusted && !g.already && (g.from == 0 || g.from == q.Seen) && l.fenceable(q.Seen, g) && q.SeenKG &&
 			fs[k].seenAfter && g.asked.Sub(q.SeenAt) < l.n.cfg.FencedReadAge {
+			write[k], fenced[k] = true, true
+		}
+		if !write[k] && !g.route.Local && !g.fenceSince.IsZero() && !g.already && g.from == 0 && l.fenceable(q.Seen, g) &&
+			q.SeenKG && q.SeenAt.After(g.fenceSince) && g.asked.Sub(q.SeenAt) < l.n.cfg.FencedReadAge {
+			// A remote fenced grant: the owner held the fence before the
+			// coordinator's READ (its reply's fence age), the slot is not
+			// marked there, and the READ found a free word (F4).
 			write[k], fenced[k] = true, true
 		}
 		wantFence[k] = fs[k].want && !g.already
@@ -743,6 +771,13 @@ func (l *Locker) lockWords(ctx context.Context, reqs []occ.LockRequest, res []oc
 					if fenced[k] {
 						l.n.Stats.FencedWrites.Add(1)
 						l.granted(reqs, res, g, slot, seen[k])
+						if !g.route.Local {
+							// The owner's table has the slot unmarked and
+							// cannot learn marks over the RPC: release to
+							// 0, which the fence guards, never to S(c,e).
+							out.Release, out.ClearWhenEmpty = 0, true
+							continue
+						}
 						mk := markKey{g.route.Cohort, g.epoch, q.Tag}
 						marks[mk] = append(marks[mk], slotKey(q))
 						continue

@@ -19,6 +19,16 @@ type Service struct {
 	t       *Table
 	now     func() int64
 	granted func(cohort, epoch uint64) // see ObserveGrants
+	lease   *Lease                     // see UseLease
+}
+
+// UseLease makes HandleLock report fence ages only while l, the node's
+// owner lease, is valid (nil, the default: a node whose cohorts are never
+// moved without its acknowledgement). Set it before the service is used.
+func (s *Service) UseLease(l *Lease) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lease = l
 }
 
 // ObserveGrants makes the service call f for every Acquire that grants
@@ -177,6 +187,12 @@ func (s *Service) HandleLock(req *messages.LockRequest) *messages.LockReply {
 		out.Status, out.Error = messages.LockStatus_LOCK_STATUS_ERROR, err.Error()
 		return out
 	}
+	kgs := req.GetKeyGroups()
+	if len(kgs) != 0 && len(kgs) != len(keys) {
+		out.Status = messages.LockStatus_LOCK_STATUS_ERROR
+		out.Error = fmt.Sprintf("owner: %d key groups for %d records", len(kgs), len(keys))
+		return out
+	}
 	rep, err := s.Acquire(AcquireRequest{Cohort: req.GetCohortId(), Epoch: req.GetEpoch(), Holder: req.GetTxnId(),
 		Keys: keys, Requester: req.GetRequester(), RequestID: req.GetRequestId()})
 	if err != nil {
@@ -186,6 +202,9 @@ func (s *Service) HandleLock(req *messages.LockRequest) *messages.LockReply {
 	out.Epoch = rep.Epoch
 	for _, i := range rep.Granted {
 		out.Granted = append(out.Granted, uint32(i))
+	}
+	if len(kgs) != 0 && len(rep.Granted) > 0 && (rep.Status == StatusOK || rep.Status == StatusConflict) {
+		out.FenceAgeMicros = s.fenceAges(control.CohortID(req.GetCohortId()), rep, kgs)
 	}
 	switch rep.Status {
 	case StatusOK:
@@ -201,6 +220,45 @@ func (s *Service) HandleLock(req *messages.LockRequest) *messages.LockReply {
 		out.RetryAfterMicros = uint64(rep.RetryAfterMicros)
 	default: // StatusStaleEpoch, StatusNotOwner
 		out.Status = messages.LockStatus_LOCK_STATUS_STALE_EPOCH
+	}
+	return out
+}
+
+// fenceAges returns, parallel to rep.Granted, how long the table has
+// trusted the fence of each granted record's key group (kgs, parallel to
+// the request's keys) for the activation that granted it, in microseconds:
+// 0 for a key the grantee held already, one marked in the table or whose
+// mark was taken from another cohort (its word may be an owner sentinel
+// the requester must CAS), and for all of them when the owner lease is not
+// valid. Checked after the grant: a fence trusted now was trusted when the
+// requester asked, and is given back a drain deadline after the table
+// stops trusting it at the earliest (F5), so a WRITE the requester posts
+// within the WRITE lease of its asking lands first (A3).
+func (s *Service) fenceAges(c control.CohortID, rep AcquireReply, kgs []uint64) []uint64 {
+	out := make([]uint64, len(rep.Granted))
+	skip := map[int]bool{}
+	for _, j := range rep.Already {
+		skip[j] = true
+	}
+	for _, j := range rep.Marked {
+		skip[j] = true
+	}
+	for _, tw := range rep.Taken {
+		skip[tw.Index] = true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lease != nil && !s.lease.ValidAt(time.Now()) {
+		return out
+	}
+	now := s.now()
+	for i, j := range rep.Granted {
+		if skip[j] || j < 0 || j >= len(kgs) {
+			continue
+		}
+		if at, ok := s.t.FenceSince(c, rep.Epoch, control.KeyGroup(kgs[j])); ok && now > at {
+			out[i] = uint64(now - at)
+		}
 	}
 	return out
 }

@@ -128,6 +128,9 @@ type AcquireReply struct {
 	Moved Moved
 	// RetryAfterMicros is set for StatusRetry.
 	RetryAfterMicros int64
+	// FenceAgeMicros, parallel to Granted, is set only on replies of the
+	// owner RPC (Locker.lockRPC): messages.LockReply.fence_age_micros.
+	FenceAgeMicros []uint64
 }
 
 // TakenWord is a grant of a key whose mark the table took from another
@@ -140,7 +143,7 @@ type TakenWord struct {
 
 func (r AcquireReply) clone() AcquireReply {
 	r.Granted, r.Already, r.Marked = slices.Clone(r.Granted), slices.Clone(r.Already), slices.Clone(r.Marked)
-	r.Taken = slices.Clone(r.Taken)
+	r.Taken, r.FenceAgeMicros = slices.Clone(r.Taken), slices.Clone(r.FenceAgeMicros)
 	return r
 }
 
