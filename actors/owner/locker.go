@@ -738,13 +738,13 @@ func (l *Locker) lockWords(ctx context.Context, reqs []occ.LockRequest, res []oc
 					// Nothing was done to the word: take it in the next
 					// doorbell, by a fenced WRITE if the slot READ allows.
 					if i := fenceCAS[q.Fence]; ok(i) && ok(at[j]) && l.n.hint(fenceOf(q)) == Sentinel(g.route.Cohort, g.epoch, false) {
-						afterClaim = append(afterClaim, k)
 						slot := q.Table.DecodeSlot(l.wrs[at[j]].Local)
-						seen[k] = slot.Lock
-						if !(slot.Meta.Present() && slot.Key == q.Ref.Key) && (slot.Meta.Present() || !q.Table.KeyGroupAligned()) {
-							// Another record's slot, or an empty slot any
-							// key group may fill: not for a fenced WRITE.
-							seen[k] = ^uint64(0)
+						// The record's slot, or an empty one only its key
+						// group can fill (not another record's slot, nor an
+						// empty one any key group may fill).
+						if (slot.Meta.Present() && slot.Key == q.Ref.Key) || (!slot.Meta.Present() && q.Table.KeyGroupAligned()) {
+							seen[k] = slot.Lock
+							afterClaim = append(afterClaim, k)
 						}
 					}
 					expect[k] = l.expectFor(q, g, q.Seen)
@@ -910,14 +910,14 @@ func (l *Locker) expectFor(q *occ.LockRequest, g ownerGrant, seen uint64) uint64
 	return 0
 }
 
-// fencedAfterClaim decides, for grants that READ their slot in the
-// doorbell that claimed their key group's fence (ks), whether the next
-// doorbell sets the word by fenced WRITE: the claim succeeded (the fence
-// is this activation's), the table trusts the fence now, and the READ —
-// executed at the memory node after the claim's CAS — found the record in
-// the slot (or the slot empty, in a key-group-partitioned table) and a word
-// a fenced WRITE may replace. Otherwise the grant CASes from the word read,
-// if that is free for it.
+// fencedAfterClaim decides, for grants whose claim of their key group's
+// fence succeeded and whose READ in the claim's doorbell — executed at the
+// memory node after the claim's CAS — found the record in the slot (or the
+// slot empty, in a key-group-partitioned table) (ks; seen holds the words
+// read), whether the next doorbell sets the word by fenced WRITE: the
+// table trusts the fence now, and the word is one a fenced WRITE may
+// replace. Otherwise the grant CASes from the word read, if that is free
+// for it.
 func (l *Locker) fencedAfterClaim(reqs []occ.LockRequest, gs []ownerGrant, ks []int, seen, expect []uint64, write, fenced []bool) {
 	qs := make([]FenceQuery, len(ks))
 	for j, k := range ks {
@@ -927,9 +927,6 @@ func (l *Locker) fencedAfterClaim(reqs []occ.LockRequest, gs []ownerGrant, ks []
 	for j, st := range l.n.svc.FenceStates(qs) {
 		k := ks[j]
 		g := gs[k]
-		if seen[k] == ^uint64(0) {
-			continue
-		}
 		if st.Trusted && l.fenceable(seen[k], g) {
 			write[k], fenced[k] = true, true
 			continue
