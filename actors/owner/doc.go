@@ -99,7 +99,7 @@
 // node's hint), and never clear a word they found S(c,e) to 0 (they cannot
 // unmark) — unless the reply gives the record a fence age (F4 of
 // "Key-group fences"): then a record the owner has not marked, seen free,
-// is WRITEn and released to 0.
+// is set held by a plain WRITE and released to 0.
 //
 // Who may take over a free sentinel S(c',e') (Locker.retired,
 // Locker.takeable): a grantee of the same cohort at a newer epoch e > e';

@@ -230,10 +230,10 @@ func (s *Service) HandleLock(req *messages.LockRequest) *messages.LockReply {
 // 0 for a key the grantee held already, one marked in the table or whose
 // mark was taken from another cohort (its word may be an owner sentinel
 // the requester must CAS), and for all of them when the owner lease is not
-// valid. Checked after the grant: a fence trusted now was trusted when the
-// requester asked, and is given back a drain deadline after the table
-// stops trusting it at the earliest (F5), so a WRITE the requester posts
-// within the WRITE lease of its asking lands first (A3).
+// valid. Checked after the grant: the fence stays set until a drain
+// deadline after the table stops trusting it (F5), which is after this
+// check, so a WRITE the requester posts within the WRITE lease of sending
+// its request (before this check) lands first (A3).
 func (s *Service) fenceAges(c control.CohortID, rep AcquireReply, kgs []uint64) []uint64 {
 	out := make([]uint64, len(rep.Granted))
 	skip := map[int]bool{}
