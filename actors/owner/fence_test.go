@@ -3,7 +3,7 @@ package owner
 import (
 	"context"
 	"encoding/binary"
-	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -48,6 +48,24 @@ func (c *cluster) fenceWord(t *testing.T, kg uint64) uint64 {
 		t.Fatal(err, rdma.FirstError(cs))
 	}
 	return binary.LittleEndian.Uint64(buf)
+}
+
+// backdateFence makes node's table believe it set key group kg's fence d
+// earlier than it did, so that READs posted up to d before now count as
+// after the fence (F4) without the test waiting.
+func (c *cluster) backdateFence(t *testing.T, node int, kg control.KeyGroup, d time.Duration) {
+	t.Helper()
+	if err := c.tables[node].Do(func(tb *Table) error {
+		f, ok := tb.fences[kg]
+		if !ok {
+			return fmt.Errorf("no fence record for key group %d", kg)
+		}
+		f.atMicros -= d.Microseconds()
+		tb.fences[kg] = f
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // slotAddr returns the address of account k's slot.
@@ -310,17 +328,7 @@ func TestFencedReadAge(t *testing.T) {
 	}
 	// The fence was set a quarter of an hour ago, as far as the table knows,
 	// so that every READ below comes after it (F4).
-	if err := c.tables[0].Do(func(tb *Table) error {
-		f, ok := tb.fences[0]
-		if !ok {
-			return errors.New("no fence record for key group 0")
-		}
-		f.atMicros -= (15 * time.Minute).Microseconds()
-		tb.fences[0] = f
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	c.backdateFence(t, 0, 0, 15*time.Minute)
 	tl, _ := c.layout.Table(accounts)
 	fence, _ := c.layout.FenceAddr(0)
 	grant := func(k uint64, readAge time.Duration) occ.LockResult {
@@ -366,17 +374,7 @@ func TestRemoteFencedGrants(t *testing.T) {
 		t.Fatalf("cn-0 claiming key group 0's fence: %+v", cnt)
 	}
 	// The fence was set long before any READ below.
-	if err := c.tables[0].Do(func(tb *Table) error {
-		f, ok := tb.fences[0]
-		if !ok {
-			return errors.New("no fence record for key group 0")
-		}
-		f.atMicros -= time.Minute.Microseconds()
-		tb.fences[0] = f
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	c.backdateFence(t, 0, 0, time.Minute)
 	n1 := c.nodes[1]
 	for round := range 2 {
 		cnt, dev := bump(t, c, co1, []uint64{8})

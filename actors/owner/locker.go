@@ -624,15 +624,7 @@ func (l *Locker) lockWords(ctx context.Context, reqs []occ.LockRequest, res []oc
 		}
 		todo = append(todo, k)
 		write[k] = g.marked && !g.already && g.route.Local
-		if !write[k] && fs[k].trusted && !g.already && (g.from == 0 || g.from == q.Seen) && l.fenceable(q.Seen, g) && q.SeenKG &&
-			fs[k].seenAfter && g.asked.Sub(q.SeenAt) < l.n.cfg.FencedReadAge {
-			write[k], fenced[k] = true, true
-		}
-		if !write[k] && !g.route.Local && !g.fenceSince.IsZero() && !g.already && g.from == 0 && l.fenceable(q.Seen, g) &&
-			q.SeenKG && q.SeenAt.After(g.fenceSince) && g.asked.Sub(q.SeenAt) < l.n.cfg.FencedReadAge {
-			// A remote fenced grant: the owner held the fence before the
-			// coordinator's READ (its reply's fence age), the slot is not
-			// marked there, and the READ found a free word (F4).
+		if !write[k] && l.mayFenceWrite(q, g, fs[k]) {
 			write[k], fenced[k] = true, true
 		}
 		wantFence[k] = fs[k].want && !g.already
@@ -889,6 +881,23 @@ func (l *Locker) lockWords(ctx context.Context, reqs []occ.LockRequest, res []oc
 		l.n.svc.Mark(mk.cohort, mk.epoch, mk.tag, keys)
 	}
 	l.release(undo, reqs)
+}
+
+// mayFenceWrite reports whether grant g may set its lock word by a fenced
+// WRITE over the word its coordinator saw (F4 of "Key-group fences"): a
+// word the grant may replace, read with the record in the slot (or the
+// slot empty in a partitioned table) less than FencedReadAge before the
+// asking, and after the fence was set — by the local table's trust (fs),
+// or, for a remote grant, by the owner's fence age in its reply
+// (g.fenceSince; the owner gives none for a slot it marked).
+func (l *Locker) mayFenceWrite(q *occ.LockRequest, g ownerGrant, fs fenceState) bool {
+	if g.already || !q.SeenKG || !l.fenceable(q.Seen, g) || g.asked.Sub(q.SeenAt) >= l.n.cfg.FencedReadAge {
+		return false
+	}
+	if g.route.Local {
+		return fs.trusted && fs.seenAfter && (g.from == 0 || g.from == q.Seen)
+	}
+	return g.from == 0 && !g.fenceSince.IsZero() && q.SeenAt.After(g.fenceSince)
 }
 
 // expectFor returns the value grant g's lock-word CAS expects: this
