@@ -20,40 +20,27 @@ func needSeeds(t *testing.T) {
 // TestDriftSeeds: the tenant drift recovery over six seeds and three drifts
 // each, not only TestAuraTenantDriftRecovery's seed: each drift is back
 // within 1.2× the oracle's remote lock operations (LOCAL misses, per
-// tick) in 20 ticks, but for at most two drifts of the eighteen (the
-// third drifts of seeds 1 and 4 miss it: the target is not met on every
-// seed). About two minutes, so it runs with AURA_DRIFT_SEEDS=1.
+// tick) in 20 ticks, every one of the eighteen (the slowest takes 15).
+// Before the planner's rescue (package ownership) four missed it: with one
+// CN left owning nothing after a drift, re-formed tenants no full CN could
+// take stayed unowned. About two minutes, so it runs with
+// AURA_DRIFT_SEEDS=1.
 func TestDriftSeeds(t *testing.T) {
 	needSeeds(t)
-	const every = 2 * time.Second
-	tick := 100 * time.Millisecond
 	missed, drifts := 0, 0
 	for seed := uint64(1); seed <= 6; seed++ {
-		cfg := Config{Workload: smallTenant(t), CNs: 4, Duration: 7 * time.Second, Warmup: time.Second, DriftEvery: every, Seed: seed}
-		cfg.Mode = "oracle"
-		or := run(t, cfg).Result
-		cfg.Mode = "aura"
-		a := run(t, cfg).Result
-		var res []int
-		for d := every; d+20*tick <= cfg.Warmup+cfg.Duration; d += every {
-			first := int(d / tick)
-			back := -1
-			for i := first; i < len(a.Timeline) && i < len(or.Timeline) && i < first+20; i++ {
-				if 1-a.Timeline[i].LocalHit <= 1.2*(1-or.Timeline[i].LocalHit) {
-					back = i - first + 1
-					break
-				}
-			}
+		cfg := Config{Workload: smallTenant(t), CNs: 4, Duration: 7 * time.Second, Warmup: time.Second, DriftEvery: 2 * time.Second, Seed: seed}
+		res := driftRecovery(t, cfg)
+		for _, back := range res {
 			drifts++
 			if back < 0 {
 				missed++
 			}
-			res = append(res, back)
 		}
 		t.Logf("seed %d: ticks back within 1.2× the oracle after each drift (-1: not in 20): %v", seed, res)
 	}
-	if drifts != 18 || missed > 2 {
-		t.Errorf("%d of %d drifts not back within 1.2× the oracle in 20 ticks, want at most 2 of 18", missed, drifts)
+	if drifts != 18 || missed > 0 {
+		t.Errorf("%d of %d drifts not back within 1.2× the oracle in 20 ticks, want none of 18", missed, drifts)
 	}
 }
 

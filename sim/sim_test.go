@@ -183,9 +183,7 @@ func TestAuraTenantSteady(t *testing.T) {
 
 // TestAuraTenantDriftRecovery: after a drift that remaps every tenant's
 // key groups, aura is back within 1.2× the oracle's remote lock
-// operations in ≤ 20 planner ticks (SPEC §11). Remote lock operations per
-// transaction are (1 − local_hit) × locks per transaction, the same for
-// both modes, so the timeline's local_hit is compared, tick by tick.
+// operations in ≤ 20 planner ticks (SPEC §11), measured by driftRecovery.
 //
 // The decayed graph (λ = 0.95) keeps the old co-access heavier for ~14
 // ticks and significant for ~60; the generator sees the move on the
@@ -200,17 +198,56 @@ func TestAuraTenantSteady(t *testing.T) {
 // refused as it comes: the second drift is not back in 20 ticks), and a
 // member whose co-access went to another cohort leaves the cohort it was
 // left in (cohortgen's "Misplaced members"; without it most drifts of
-// TestDriftSeeds miss the 20 ticks).
+// TestDriftSeeds miss the 20 ticks). A cohort whose co-access collapsed
+// dissolves once half its members have left, counting those that left in
+// earlier Steps (cohortgen's dissolveShare), and a re-formed cohort that
+// only full CNs would take goes to the CN with the most room (ownership's
+// rescue).
 func TestAuraTenantDriftRecovery(t *testing.T) {
-	const every = 2 * time.Second
 	cfg := Config{Workload: smallTenant(t), CNs: 4, Duration: 5 * time.Second, Warmup: time.Second,
-		DriftEvery: every, Seed: 7}
+		DriftEvery: 2 * time.Second, Seed: 7}
+	for k, back := range driftRecovery(t, cfg) {
+		t.Logf("drift %d: back within 1.2× oracle after %d ticks", k+1, back)
+		if back < 0 {
+			t.Errorf("drift %d: not back within 1.2× oracle in 20 ticks", k+1)
+		}
+	}
+}
+
+// TestAuraTenantDriftRecoveryLong is docs/sim.md §3's run (drifts 5 s
+// apart, so the decayed graph holds the old layout at full weight when it
+// changes): both drifts are back within 1.2× the oracle in 20 ticks. Before
+// cohortgen's dissolve counted the members a collapsed cohort lost in
+// earlier Steps, the first took 26.
+func TestAuraTenantDriftRecoveryLong(t *testing.T) {
+	if testing.Short() {
+		t.Skip("about 15 s")
+	}
+	cfg := Config{Workload: smallTenant(t), CNs: 4, Duration: 10 * time.Second, Warmup: 2 * time.Second,
+		DriftEvery: 5 * time.Second, Seed: 7}
+	for k, back := range driftRecovery(t, cfg) {
+		t.Logf("drift %d: back within 1.2× oracle after %d ticks", k+1, back)
+		if back < 0 {
+			t.Errorf("drift %d: not back within 1.2× oracle in 20 ticks", k+1)
+		}
+	}
+}
+
+// driftRecovery runs cfg in the oracle and aura modes and returns, for each
+// drift followed by at least 20 ticks of the run, the number of ticks until
+// aura's LOCAL misses are back within 1.2× the oracle's at the same tick
+// (−1: not within 20). Remote lock operations per transaction are (1 −
+// local_hit) × locks per transaction, the same for both modes, so the
+// timelines' local_hit are compared, tick by tick.
+func driftRecovery(t *testing.T, cfg Config) []int {
+	t.Helper()
 	cfg.Mode = "oracle"
 	or := run(t, cfg).Result
 	cfg.Mode = "aura"
 	a := run(t, cfg).Result
 	tick := 100 * time.Millisecond
-	for d := every; d+20*tick <= cfg.Warmup+cfg.Duration; d += every {
+	var res []int
+	for d := cfg.DriftEvery; d+20*tick <= cfg.Warmup+cfg.Duration; d += cfg.DriftEvery {
 		first := int(d / tick) // timeline index of the first tick after the drift
 		back := -1
 		for i := first; i < len(a.Timeline) && i < len(or.Timeline) && i < first+20; i++ {
@@ -219,9 +256,7 @@ func TestAuraTenantDriftRecovery(t *testing.T) {
 				break
 			}
 		}
-		t.Logf("drift at %v: back within 1.2× oracle after %d ticks", d, back)
-		if back < 0 {
-			t.Errorf("drift at %v: not back within 1.2× oracle in 20 ticks", d)
-		}
+		res = append(res, back)
 	}
+	return res
 }

@@ -135,6 +135,7 @@ type cohort struct {
 	parents            []control.CohortID // ids merged into this cohort at mergedAt
 	mergedAt, resetAt  uint64             // ticks of its last merge, of its last split/refinement
 	movedAt            uint64             // tick a member of it was detached for moved co-access (0: never; see refineHold)
+	movedOut           int                // members detached for moved co-access since its co-access collapsed (see dissolveShare)
 	merged             bool               // created by a merge this Step
 	into               *cohort            // the cohort this one merged into this Step
 	edges              []ledge
@@ -858,6 +859,9 @@ func (gen *Generator) detach() {
 		// Members are judged on moved co-access only in a cohort whose
 		// internal co-access collapsed as a whole (see movedCohort).
 		collapsed := gen.fIntra[ci]*gen.fastK < movedCohort*c.intra
+		if !collapsed {
+			c.movedOut = 0
+		}
 		for j, gid := range c.gids {
 			if gid >= 0 && gen.sigIn[gid>>6]&(1<<(gid&63)) != 0 {
 				v := stayed
@@ -900,9 +904,9 @@ func (gen *Generator) detach() {
 				leaving++
 			}
 		}
-		if float64(leaving) >= dissolveShare*float64(len(c.kgs)) && out < len(c.kgs) {
+		if float64(leaving+c.movedOut) >= dissolveShare*float64(len(c.kgs)+c.movedOut) && out < len(c.kgs) {
 			for j, gid := range c.gids {
-				if int(c.stray[j]) < persist && gid >= 0 && collapsed && gen.coAccessMoved(gid) != stayed {
+				if int(c.stray[j]) < persist && gid >= 0 && collapsed && (gen.coAccessMoved(gid) != stayed || gen.insideFaded(gid)) {
 					c.stray[j] = uint8(persist)
 					out++
 				}
@@ -942,6 +946,7 @@ func (gen *Generator) detach() {
 				gen.ev.stats.Misplaced++
 			case gid >= 0 && gen.sigIn[gid>>6]&(1<<(gid&63)) != 0:
 				gen.ev.stats.Moved++
+				c.movedOut++
 				gen.movedAt, s.movedAt = gen.tick, gen.tick
 			}
 			gen.adopt(s)
@@ -999,16 +1004,36 @@ const (
 	movedCohort    = 0.5
 )
 
+// insideFaded reports that member gid's fast edge weight inside its
+// cohort fell below movedHigh of its decayed one: it is not clearly still
+// co-accessed there, whether or not its new co-access has reached the
+// graph yet.
+func (gen *Generator) insideFaded(gid accessgraph.NodeID) bool {
+	n := &gen.node[gid]
+	return n.sIn > 0 && n.fIn*gen.fastK < movedHigh*n.sIn
+}
+
 // massMove: a Step that detaches at least this share of the tracked key
 // groups for moved co-access is a drift of the workload's layout (see
 // Misplaced members).
 const massMove = 0.05
 
-// dissolveShare: when at least this share of a cohort's members is
-// detached for moved co-access in a Step, the members whose co-access has
-// not clearly stayed leave with them. After a remap the few members left
-// behind — of different new groups, held together by the decayed graph —
-// would otherwise merge as one block into one of their new groups.
+// dissolveShare: when at least this share of a collapsed cohort's members
+// is on its way out for moved co-access — detached since the collapse
+// began (cohort.movedOut) or stray this Step — the members whose co-access
+// has not clearly stayed leave with them: those judged moved or unsure,
+// and those whose fast weight inside fell below movedHigh of the decayed
+// one (insideFaded), whether or not their new co-access has reached the
+// graph. After a remap the members left behind — of different new groups,
+// held together by the decayed graph — would otherwise merge as one block
+// into one of their new groups, and the misplaced-member rule then takes
+// them out one by one over tens of ticks. Counting the members that left
+// in earlier Steps matters: a cohort often loses its members over three
+// or four Steps (three or so each), never half in one, and by then the
+// decayed weight outside has caught up with the fast one, so the members
+// still inside are no longer judged moved (in the full-size tenant drift
+// of docs/sim.md §3 one such cohort kept strays of four tenants for
+// fifteen ticks).
 const dissolveShare = 0.5
 
 // mergeCurrent: a merge of a cohort holding key groups detached for moved

@@ -347,6 +347,9 @@ func formatPlan(p *Plan, brief bool) string {
 		fmt.Fprintf(&b, "held c%d on n%d (%s)\n", x.Cohort, x.Node, x.Reason)
 	}
 	s := p.Stats
+	if s.Rescued > 0 {
+		fmt.Fprintf(&b, "rescued: %d\n", s.Rescued)
+	}
 	if s.Unplaced+s.CooldownSkipped+s.InstallBudgetSkipped+s.CapSkipped > 0 {
 		fmt.Fprintf(&b, "skipped: unplaced=%d cooldown=%d install-budget=%d cap=%d\n", s.Unplaced, s.CooldownSkipped, s.InstallBudgetSkipped, s.CapSkipped)
 	}

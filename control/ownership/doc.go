@@ -61,14 +61,15 @@
 // The decisions of step 3:
 //
 //   - unowned: install at the argmax (InstallBudget; not within its
-//     cooldown);
+//     cooldown), or else at the rescue's node (below);
 //   - owned, the argmax is the owner: keep;
 //   - owned, the argmax is elsewhere: move (MoveBudget, MaxInFlight), else
 //     hold;
 //   - owned, no argmax, the owner has no room: the cohort must leave anyway
 //     and an eviction would pay the freeze and the drain too, so the argmax
 //     is taken again against θ_b·u − (C_freeze + C_drain)·u: move there
-//     (reason over-budget), or else evict (over-budget);
+//     (reason over-budget), or else to the rescue's node, or else evict
+//     (over-budget);
 //   - owned, no argmax, the owner has room: evict (unprofitable);
 //   - owned but not a candidate: keep if it fits, evict if it has been below
 //     θ_cold·u for ColdTicks ticks (cold) or does not fit (over-budget);
@@ -78,6 +79,20 @@
 //     every budget and cooldown;
 //   - once MaxPublished cohorts are placed: owned cohorts are evicted
 //     (max-published), unowned ones stay on the fallback path.
+//
+// The rescue. Benefit prices locality where a cohort's transactions run
+// now; with routing following ownership, a CN that owns nothing runs
+// nothing and never shows any, so once the CNs a cohort's transactions
+// run on are at their budgets the cohort would stay unowned (or be
+// evicted) while that CN stays idle. After a drift that re-forms every
+// cohort this left one CN of four nearly empty and tenants unowned for
+// tens of ticks. So a cohort that some CN without room would take (Benefit
+// above the threshold there) goes to the live CN with the most room
+// relative to its capacity, priced with the locality routing will give it
+// there: the router sends a transaction to the owner of its write set's
+// cohorts, so S_atomic is taken as c's largest HomeWeight (the writes of
+// its busiest CN follow it; the rest are assumed to stay). Plan counts
+// these placements in Stats.Rescued; Explain prices Benefit as observed.
 //
 // Evictions other than the forced ones (gone, max-published, owner leaving
 // or down) are bounded by EvictBudget; beyond it the cohort is held.

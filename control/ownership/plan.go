@@ -103,6 +103,9 @@ type Stats struct {
 	// Unplaced counts hot unowned cohorts no CN could take with Benefit > θ_b
 	// under its budget (they stay on the fallback path).
 	Unplaced int
+	// Rescued counts cohorts placed by the rescue rule: wanted by a CN with
+	// no room, given to the CN with the most room (see tickCtx.rescue).
+	Rescued int
 	// CooldownSkipped counts hot unowned cohorts not installed because they
 	// changed owner less than CooldownTicks ago.
 	CooldownSkipped int

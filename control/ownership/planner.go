@@ -104,6 +104,7 @@ type tickCtx struct {
 	// included): a node with none may take one cohort larger than its
 	// budget (bin packing's oversize item: it fits nowhere else).
 	placed []int
+	home   []float64 // rescue's scratch
 }
 
 func (x *tickCtx) live(i int) bool { return x.state[i] == NodeUp }
@@ -133,7 +134,12 @@ func (x *tickCtx) best(c *CohortStats, owner int) (int, Terms) {
 // θ_b·u − (C_freeze + C_drain)·min(u, W(c)) (C_move's unit, see
 // BenefitTerms).
 func (x *tickCtx) bestForced(c *CohortStats, owner int) (int, Terms) {
-	return x.bestAbove(c, owner, x.cfg.ThetaB*x.unit-(x.cfg.CFreeze+x.cfg.CDrain)*min(x.unit, c.W))
+	return x.bestAbove(c, owner, x.forcedThreshold(c))
+}
+
+// forcedThreshold is bestForced's threshold for c.
+func (x *tickCtx) forcedThreshold(c *CohortStats) float64 {
+	return x.cfg.ThetaB*x.unit - (x.cfg.CFreeze+x.cfg.CDrain)*min(x.unit, c.W)
 }
 
 func (x *tickCtx) bestAbove(c *CohortStats, owner int, thr float64) (int, Terms) {
@@ -153,6 +159,57 @@ func (x *tickCtx) bestAbove(c *CohortStats, owner int, thr float64) (int, Terms)
 		}
 	}
 	return bi, bt
+}
+
+// rescue places a cohort that Benefit would place but that no node where
+// its transactions run now has room for (the greedy's best found no node
+// above thr among those that fit, while one that does not fit is above
+// it): it goes to the live node with the most room relative to its
+// capacity that fits it, other than owner, if Benefit there exceeds thr
+// with the home distribution routing will give it. The AffinityRouter sends
+// a transaction to the owner of its write set's cohorts, so once i owns c
+// the writes now issued from c's busiest node are issued from i:
+// S_atomic(c, i) is taken as max_k HomeWeight[k] (c's transactions issued
+// from other nodes are assumed to stay where they are). Without it, after a
+// drift that leaves one CN owning nothing (routing follows ownership, so
+// that CN then runs nothing and has no locality to offer), the re-formed
+// cohorts no full CN can take stay unowned or are evicted, and the empty
+// CN stays empty. Not in naive mode (it has no budgets).
+func (x *tickCtx) rescue(c *CohortStats, owner int, thr float64) (int, Terms) {
+	if x.cfg.Naive || c.HomeWeight == nil || !(c.W > 0) {
+		return -1, Terms{}
+	}
+	wanted := false
+	for i := 0; i < x.n && !wanted; i++ {
+		if x.live(i) && !x.fits(i, c.W) {
+			wanted = x.cfg.BenefitTerms(c, i, owner, x.load[i], x.capacity[i], x.unit).Benefit() > thr
+		}
+	}
+	if !wanted {
+		return -1, Terms{}
+	}
+	to := -1
+	for i := 0; i < x.n; i++ {
+		if i == owner || !x.live(i) || !(x.capacity[i] > 0) || !x.fits(i, c.W) {
+			continue
+		}
+		if to < 0 || x.load[i]/x.capacity[i] < x.load[to]/x.capacity[to] {
+			to = i
+		}
+	}
+	if to < 0 {
+		return -1, Terms{}
+	}
+	routed := slices.Max(c.HomeWeight)
+	x.home = append(x.home[:0], c.HomeWeight...)
+	x.home[to] = max(x.home[to], routed)
+	proj := *c
+	proj.HomeWeight = x.home
+	t := x.cfg.BenefitTerms(&proj, to, owner, x.load[to], x.capacity[to], x.unit)
+	if t.Benefit() <= thr {
+		return -1, Terms{}
+	}
+	return to, t
 }
 
 // newCtx computes u, T, capacity(i), B_i and the base load, and indexes the
@@ -400,6 +457,11 @@ func (p *Planner) Plan(in Input) (Plan, error) {
 				}
 				to, t := x.best(c, -1)
 				if to < 0 {
+					if to, t = x.rescue(c, -1, cfg.ThetaB*x.unit); to >= 0 {
+						out.Stats.Rescued++
+					}
+				}
+				if to < 0 {
 					out.Stats.Unplaced++
 					continue
 				}
@@ -450,6 +512,11 @@ func (p *Planner) Plan(in Input) (Plan, error) {
 				to, t := x.best(c, o)
 				if to < 0 && !x.fits(o, c.W) {
 					to, t = x.bestForced(c, o)
+					if to < 0 {
+						if to, t = x.rescue(c, o, x.forcedThreshold(c)); to >= 0 {
+							out.Stats.Rescued++
+						}
+					}
 				}
 				switch {
 				case to == o:
