@@ -187,6 +187,7 @@ func (w *world) advance(p *Plan) {
 type checker struct {
 	changedID map[control.CohortID]uint64
 	changedKG map[control.KeyGroup]uint64
+	rescued   int // placements by the rescue rule seen
 }
 
 func (ck *checker) check(t *testing.T, cfg *Config, in *Input, p *Plan) {
@@ -231,6 +232,33 @@ func (ck *checker) check(t *testing.T, cfg *Config, in *Input, p *Plan) {
 			t.Fatalf("tick %d: %d evictions, budget %d", in.Tick, evicts, cfg.EvictBudget)
 		}
 	}
+	// Every install and every move the planner chose (not forced, not for
+	// a leaving owner) is priced above its threshold: θ_b·u, or for a
+	// cohort its full owner must shed, θ_b·u − (C_freeze + C_drain)·min(u,
+	// W(c)). The rescue's placements too, priced as routed.
+	if !cfg.Naive {
+		thr := cfg.ThetaB * p.Unit
+		for _, s := range p.Installs {
+			if b := s.Terms.Benefit(); !(b > thr) {
+				t.Fatalf("tick %d: install %+v with Benefit %v ≤ θ_b·u = %v", in.Tick, s, b, thr)
+			}
+		}
+		for _, m := range p.Moves {
+			c := byID[m.Cohort]
+			if m.Forced || m.Reason == ReasonOwnerLeaving || c == nil {
+				continue
+			}
+			lo := thr
+			if m.Reason == ReasonOverBudget {
+				lo -= (cfg.CFreeze + cfg.CDrain) * min(p.Unit, c.W)
+			}
+			if b := m.Terms.Benefit(); !(b > lo) {
+				t.Fatalf("tick %d: move %+v with Benefit %v ≤ %v", in.Tick, m, b, lo)
+			}
+		}
+	}
+	ck.rescued += p.Stats.Rescued
+
 	// Unsettled membership.
 	if in.Unsettled {
 		if len(p.Moves)+len(p.Installs) > 0 {
@@ -388,6 +416,14 @@ func TestPlanProperties(t *testing.T) {
 	if testing.Short() {
 		iters = 60
 	}
+	rescued := 0
+	defer func() {
+		// The worlds must exercise the rescue, or its pricing goes unchecked.
+		if !t.Failed() && rescued == 0 {
+			t.Errorf("no rescue placement in %d worlds", iters)
+		}
+		t.Logf("rescue placements: %d", rescued)
+	}()
 	for seed := range uint64(iters) {
 		w := newWorld(seed)
 		p, err := New(w.cfg)
@@ -412,6 +448,7 @@ func TestPlanProperties(t *testing.T) {
 			ck.check(t, &w.cfg, &in, &plan)
 			w.advance(&plan)
 		}
+		rescued += ck.rescued
 	}
 }
 
