@@ -174,7 +174,9 @@ func DefaultConfig() Config {
 
 // OwnAllConfig is DefaultConfig with θ_w = 0.001·u and θ_cold = 0.0005·u:
 // own every cohort that carries writes, heaviest first under MaxPublished.
-// The simulator's guarded mode and the planner actor use it. Why: the cohort
+// The simulator's guarded mode uses it; the planner actor keeps
+// DefaultConfig (docs/sim.md §5: in the embedded bench these thresholds
+// turned its cold evictions into as many unprofitable ones). Why: the cohort
 // generator leaves the key groups that do not fit their group's full cohorts
 // as small cohorts (on reshaped TPC-C, the name-index and customer buckets
 // left over by a warehouse's hub cohorts, each ≈ 0.3% of an average
