@@ -510,12 +510,12 @@ func (p *Planner) Plan(in Input) (Plan, error) {
 
 			default: // owned, live owner, hot
 				to, t := x.best(c, o)
+				rescued := false
 				if to < 0 && !x.fits(o, c.W) {
 					to, t = x.bestForced(c, o)
 					if to < 0 {
-						if to, t = x.rescue(c, o, x.forcedThreshold(c)); to >= 0 {
-							out.Stats.Rescued++
-						}
+						to, t = x.rescue(c, o, x.forcedThreshold(c))
+						rescued = to >= 0
 					}
 				}
 				switch {
@@ -525,6 +525,9 @@ func (p *Planner) Plan(in Input) (Plan, error) {
 					r := ReasonBenefit
 					if !x.fits(o, c.W) {
 						r = ReasonOverBudget
+					}
+					if rescued {
+						out.Stats.Rescued++
 					}
 					move(k, o, to, r, false, t)
 				case to >= 0:
