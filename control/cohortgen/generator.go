@@ -1029,7 +1029,7 @@ const massMove = 0.05
 // into one of their new groups, and the misplaced-member rule then takes
 // them out one by one over tens of ticks. Counting the members that left
 // in earlier Steps matters: a cohort often loses its members over three
-// or four Steps (three or so each), never half in one, and by then the
+// or four Steps (a few each), not half in one, and by then the
 // decayed weight outside has caught up with the fast one, so the members
 // still inside are no longer judged moved (in the full-size tenant drift
 // of docs/sim.md §3 one such cohort kept strays of four tenants for
