@@ -204,14 +204,8 @@ func TestAuraTenantSteady(t *testing.T) {
 // only full CNs would take goes to the CN with the most room (ownership's
 // rescue).
 func TestAuraTenantDriftRecovery(t *testing.T) {
-	cfg := Config{Workload: smallTenant(t), CNs: 4, Duration: 5 * time.Second, Warmup: time.Second,
-		DriftEvery: 2 * time.Second, Seed: 7}
-	for k, back := range driftRecovery(t, cfg) {
-		t.Logf("drift %d: back within 1.2× oracle after %d ticks", k+1, back)
-		if back < 0 {
-			t.Errorf("drift %d: not back within 1.2× oracle in 20 ticks", k+1)
-		}
-	}
+	assertDriftRecovery(t, Config{Workload: smallTenant(t), CNs: 4, Duration: 5 * time.Second, Warmup: time.Second,
+		DriftEvery: 2 * time.Second, Seed: 7})
 }
 
 // TestAuraTenantDriftRecoveryLong is docs/sim.md §3's run (drifts 5 s
@@ -223,8 +217,14 @@ func TestAuraTenantDriftRecoveryLong(t *testing.T) {
 	if testing.Short() {
 		t.Skip("about 15 s")
 	}
-	cfg := Config{Workload: smallTenant(t), CNs: 4, Duration: 10 * time.Second, Warmup: 2 * time.Second,
-		DriftEvery: 5 * time.Second, Seed: 7}
+	assertDriftRecovery(t, Config{Workload: smallTenant(t), CNs: 4, Duration: 10 * time.Second, Warmup: 2 * time.Second,
+		DriftEvery: 5 * time.Second, Seed: 7})
+}
+
+// assertDriftRecovery fails unless every drift of cfg is back within 1.2×
+// the oracle in 20 ticks (driftRecovery).
+func assertDriftRecovery(t *testing.T, cfg Config) {
+	t.Helper()
 	for k, back := range driftRecovery(t, cfg) {
 		t.Logf("drift %d: back within 1.2× oracle after %d ticks", k+1, back)
 		if back < 0 {

@@ -59,11 +59,8 @@ func TestPlannerLeases(t *testing.T) {
 	// transactions do not follow ownership, a router's would). A budget
 	// slack of 0.5 leaves the three room for everything.
 	cfg := DefaultConfig("cn-0", 4)
-	cfg.PushTimeout = 100 * time.Millisecond
-	cfg.ChunkBytes = 64
 	cfg.Loop.Ownership.BudgetSlack = 0.5
-	sys, pid := spawn(t, fc, cfg)
-	sys.Root.Send(pid, Nodes{Names: append(names, "cn-3"), MembershipEpoch: 1})
+	sys, pid := startConfig(t, fc, append(names, "cn-3"), cfg)
 	defer stop(sys, pid)
 	d := newDriver(t, 3)
 	d.installed = fc.installed

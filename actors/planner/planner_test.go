@@ -152,7 +152,13 @@ func start(t *testing.T, fc *fakeCluster, names []string) (*actor.ActorSystem, *
 // live.
 func startWith(t *testing.T, fc *fakeCluster, names []string, slots int) (*actor.ActorSystem, *actor.PID) {
 	t.Helper()
-	cfg := DefaultConfig("cn-0", slots)
+	return startConfig(t, fc, names, DefaultConfig("cn-0", slots))
+}
+
+// startConfig is startWith with cfg (its push timeout and chunk size set
+// for tests).
+func startConfig(t *testing.T, fc *fakeCluster, names []string, cfg Config) (*actor.ActorSystem, *actor.PID) {
+	t.Helper()
 	cfg.PushTimeout = 100 * time.Millisecond
 	cfg.ChunkBytes = 64 // many chunks per manifest: reassembly is exercised
 	sys, pid := spawn(t, fc, cfg)
