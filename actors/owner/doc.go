@@ -202,8 +202,11 @@
 // # Re-cut cohorts
 //
 // The cohort generator re-cuts cohorts often: a key group moves from cohort
-// c1 to cohort c2, usually on the same owner N. Its records still carry
-// S(c1,e1). Three rules keep that cheap and safe:
+// c1 to cohort c2, usually on the same owner N. The planner publishes such a
+// re-cut only rarely (package control/plane, KeepCuts: a key group keeps its
+// published cohort while its owner does not change), but a map may still
+// carry one. Its records still carry S(c1,e1). Three rules keep that cheap
+// and safe:
 //
 //   - One holder per slot per table. N's table grants a slot to at most one
 //     holder across all its cohorts (a request through c2 for a slot held

@@ -24,6 +24,14 @@
 //     in a remnant of its previous cohort (or, when that cohort's id moved
 //     to another node in the same tick, leaves the map until the planner
 //     places it again).
+//   - With KeepCuts, a key group whose owner does not change stays in the
+//     cohort the current map has it in (unless next gives that id to
+//     another node), so a published map re-cuts only the key groups that
+//     are installed, evicted or moved; past Cohorts.MaxCohorts the most
+//     split of the generator's cohorts take their own cuts again. The
+//     map's cohorts then refine the generator's, and their ids may be
+//     older than the generator's (the planner's decisions name the
+//     generator's cohorts).
 //   - The same heartbeats and ticks give the same maps (determinism).
 //
 // The simulator runs the same generator and planner with its own
@@ -87,12 +95,28 @@ type Config struct {
 	// and migration budget — most of a steady cluster's epochs. Default
 	// true.
 	GuardRecutMoves bool
+	// KeepCuts publishes a key group in the cohort the current map has it
+	// in for as long as its owner does not change, however the generator
+	// re-cuts it: a published map differs from the current one only in the
+	// key groups that are installed, evicted or moved, which take their
+	// new cohort's id. Why: HoldRecuts only delays re-cuts until the next
+	// map that changes some owner, and at steady state most ticks change
+	// some (a cold cohort evicted, a hot one installed); each published
+	// re-cut costs its owner a give-back and a claim of the key group's
+	// fence word (two CASes) and CAS grants in between, since a fence
+	// names one activation (see "Key-group fences" in package
+	// actors/owner). Published cohorts then refine the generator's: a
+	// cohort the planner moves may leave its node as several activations.
+	// When keeping the cuts would publish more than Cohorts.MaxCohorts
+	// cohorts, the map takes the generator's cuts instead (and the
+	// fragments merge). Default true.
+	KeepCuts bool
 }
 
 // DefaultConfig returns a config for n nodes with each package's defaults.
 func DefaultConfig(n int) Config {
 	return Config{Nodes: n, Graph: accessgraph.DefaultGraphConfig(), Cohorts: cohortgen.DefaultConfig(),
-		Ownership: ownership.DefaultConfig(), HoldRecuts: true, GuardRecutMoves: true}
+		Ownership: ownership.DefaultConfig(), HoldRecuts: true, GuardRecutMoves: true, KeepCuts: true}
 }
 
 // Validate reports every problem at once.
@@ -249,6 +273,9 @@ func (l *Loop) Tick(in TickInput) (Decision, error) {
 	next := plan.OwnerMap(l.cur.Epoch+1, l.cfg.Fallback, pin.Cohorts)
 	if l.cfg.GuardRecutMoves {
 		next = l.guardRecutMoves(next, plan, in)
+	}
+	if l.cfg.KeepCuts {
+		next = l.keepCuts(next)
 	}
 	if sameAssignment(l.cur, next) || l.cfg.HoldRecuts && l.sameOwners(next) {
 		return d, nil
@@ -598,6 +625,99 @@ func (l *Loop) guardRecutMoves(next *control.OwnerMap, plan ownership.Plan, in T
 	}
 	slices.SortFunc(out.Cohorts, func(a, b control.Placement) int { return cmp.Compare(a.ID, b.ID) })
 	l.planner.RecordKeyGroupChanges(moved, tick)
+	return out
+}
+
+// keepCuts returns next with every key group whose owner does not change
+// published in its current cohort (Config.KeepCuts). An id keeps one owner:
+// where next places the generator's cohort of that id on another node, the
+// key groups that stayed take their next cohort's id instead, so the result
+// places each id on the owner next gives it or, for an id next does not
+// use, on its owner in the current map. Past Cohorts.MaxCohorts, the
+// generator's cohorts split over the most kept cohorts take their own cuts
+// again, one at a time, until the map is back under the cap (or all of next
+// is). It returns next itself when nothing is kept.
+func (l *Loop) keepCuts(next *control.OwnerMap) *control.OwnerMap {
+	if len(l.owners) == 0 {
+		return next
+	}
+	nextOwner := make(map[control.CohortID]int, len(next.Cohorts))
+	for _, p := range next.Cohorts {
+		nextOwner[p.ID] = p.Owner
+	}
+	// pub[i][j] is the id of next.Cohorts[i].KeyGroups[j]; size counts
+	// each id's key groups.
+	pub := make([][]control.CohortID, len(next.Cohorts))
+	size := make(map[control.CohortID]int, len(next.Cohorts))
+	kept := false
+	for i, p := range next.Cohorts {
+		pub[i] = make([]control.CohortID, len(p.KeyGroups))
+		for j, kg := range p.KeyGroups {
+			id := p.ID
+			if o, ok := l.owners[kg]; ok && o == p.Owner {
+				prev := l.cohortOf[kg]
+				if at, used := nextOwner[prev]; !used || at == p.Owner {
+					id = prev
+				}
+			}
+			kept = kept || id != p.ID
+			pub[i][j] = id
+			size[id]++
+		}
+	}
+	if !kept {
+		return next
+	}
+	if len(size) > l.cfg.Cohorts.MaxCohorts {
+		// Merge back the generator's cohorts spread over the most ids
+		// first: each merge re-cuts its key groups once (a give-back and
+		// a claim of their fences) and removes the ids left empty.
+		pieces := make([]int, len(next.Cohorts))
+		order := make([]int, len(next.Cohorts))
+		for i := range next.Cohorts {
+			order[i] = i
+			ids := map[control.CohortID]bool{}
+			for _, id := range pub[i] {
+				ids[id] = true
+			}
+			pieces[i] = len(ids)
+		}
+		slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(pieces[b], pieces[a]) })
+		for _, i := range order {
+			if len(size) <= l.cfg.Cohorts.MaxCohorts || pieces[i] <= 1 {
+				break
+			}
+			to := next.Cohorts[i].ID
+			for j, id := range pub[i] {
+				if id == to {
+					continue
+				}
+				if size[id]--; size[id] == 0 {
+					delete(size, id)
+				}
+				size[to]++
+				pub[i][j] = to
+			}
+		}
+	}
+	groups := make(map[control.CohortID]*control.Placement, len(size))
+	for i, p := range next.Cohorts {
+		for j, kg := range p.KeyGroups {
+			id := pub[i][j]
+			g := groups[id]
+			if g == nil {
+				g = &control.Placement{Cohort: control.Cohort{ID: id, KeyGroups: make([]control.KeyGroup, 0, size[id])}, Owner: p.Owner}
+				groups[id] = g
+			}
+			g.KeyGroups = append(g.KeyGroups, kg)
+		}
+	}
+	out := &control.OwnerMap{Epoch: next.Epoch, Fallback: next.Fallback, Cohorts: make([]control.Placement, 0, len(groups))}
+	for _, id := range slices.Sorted(maps.Keys(groups)) {
+		g := groups[id]
+		slices.Sort(g.KeyGroups)
+		out.Cohorts = append(out.Cohorts, *g)
+	}
 	return out
 }
 

@@ -267,8 +267,10 @@ func TestHoldRecutsChangesNoOwnership(t *testing.T) {
 	}
 	const ticks = 90
 	var all []map[control.KeyGroup]int
+	// KeepCuts would publish no re-cut at all: this test is about
+	// HoldRecuts alone.
 	publishAll := DefaultConfig(4)
-	publishAll.HoldRecuts = false
+	publishAll.HoldRecuts, publishAll.KeepCuts = false, false
 	allMaps := 0
 	runWarehouses(t, publishAll, ticks, func(_ uint64, l *Loop, d Decision) {
 		all = append(all, owners(l.Current()))
@@ -276,8 +278,10 @@ func TestHoldRecutsChangesNoOwnership(t *testing.T) {
 			allMaps++
 		}
 	})
+	hold := DefaultConfig(4)
+	hold.KeepCuts = false
 	held := 0
-	runWarehouses(t, DefaultConfig(4), ticks, func(tick uint64, l *Loop, d Decision) {
+	runWarehouses(t, hold, ticks, func(tick uint64, l *Loop, d Decision) {
 		if d.Map != nil {
 			held++
 		}
@@ -288,6 +292,157 @@ func TestHoldRecutsChangesNoOwnership(t *testing.T) {
 	t.Logf("%d maps published over %d ticks holding re-cuts, %d publishing every re-cut", held, ticks, allMaps)
 	if held >= allMaps {
 		t.Errorf("holding re-cuts published %d maps, publishing every re-cut %d: nothing held", held, allMaps)
+	}
+}
+
+// TestKeepCutsChangesNoOwnership: with KeepCuts (the default) a key group
+// whose owner does not change keeps its cohort id unless next gives that id
+// to another node, so almost no owned key group changes cohort (each such
+// change costs its owner a fence give-back and claim on the memory node),
+// against tens of thousands when the generator's cuts are published; and
+// every key group has, tick by tick, the owner it has with the generator's
+// cuts — but for GuardRecutMoves' remnants, which follow their previous
+// cohort's id (a published id, so it differs between the two runs) and
+// leave the map when next gives that id to another node.
+func TestKeepCutsChangesNoOwnership(t *testing.T) {
+	const ticks = 90
+	type place struct {
+		id    control.CohortID
+		owner int
+	}
+	places := func(m *control.OwnerMap) map[control.KeyGroup]place {
+		o := map[control.KeyGroup]place{}
+		for _, p := range m.Cohorts {
+			for _, kg := range p.KeyGroups {
+				o[kg] = place{p.ID, p.Owner}
+			}
+		}
+		return o
+	}
+	// recut counts the key groups that keep their owner but change cohort.
+	recut := func(prev, next map[control.KeyGroup]place) int {
+		n := 0
+		for kg, q := range next {
+			if p, ok := prev[kg]; ok && p.owner == q.owner && p.id != q.id {
+				n++
+			}
+		}
+		return n
+	}
+	generator := DefaultConfig(4)
+	generator.KeepCuts = false
+	var want []map[control.KeyGroup]place
+	cutsWithout := 0
+	runWarehouses(t, generator, ticks, func(tick uint64, l *Loop, _ Decision) {
+		cur := places(l.Current())
+		if tick > 1 {
+			cutsWithout += recut(want[tick-2], cur)
+		}
+		want = append(want, cur)
+	})
+	var prev map[control.KeyGroup]place
+	cutsWith, worst := 0, 0
+	runWarehouses(t, DefaultConfig(4), ticks, func(tick uint64, l *Loop, d Decision) {
+		cur := places(l.Current())
+		differ := 0
+		for kg, q := range cur {
+			if w, ok := want[tick-1][kg]; !ok || w.owner != q.owner {
+				differ++
+			}
+		}
+		for kg := range want[tick-1] {
+			if _, ok := cur[kg]; !ok {
+				differ++
+			}
+		}
+		worst = max(worst, differ)
+		if differ*1000 > len(cur) {
+			t.Fatalf("tick %d: %d of %d key groups have another owner than with the generator's cuts", tick, differ, len(cur))
+		}
+		if d.Map != nil {
+			idOwner := map[control.CohortID]int{}
+			for _, p := range d.Map.Cohorts {
+				idOwner[p.ID] = p.Owner
+			}
+			for kg, q := range cur {
+				p, ok := prev[kg]
+				if !ok || p.owner != q.owner || p.id == q.id {
+					continue
+				}
+				if o, used := idOwner[p.id]; !used || o == q.owner {
+					t.Fatalf("tick %d: key group %d stays on node %d but moves from cohort %d to %d, and %d is free to keep", tick, kg, q.owner, p.id, q.id, p.id)
+				}
+			}
+		}
+		cutsWith += recut(prev, cur)
+		prev = cur
+	})
+	t.Logf("owned key groups re-cut over %d ticks: %d keeping cuts, %d with the generator's; at most %d key groups owned otherwise in a tick", ticks, cutsWith, cutsWithout, worst)
+	if cutsWithout == 0 {
+		t.Fatal("the generator re-cut nothing: the workload does not test KeepCuts")
+	}
+	if cutsWith*100 > cutsWithout {
+		t.Errorf("keeping cuts re-cut %d owned key groups, the generator's cuts %d: want at most 1%%", cutsWith, cutsWithout)
+	}
+}
+
+// TestKeepCutsCases: keepCuts on small maps — a key group keeps its cohort
+// while its owner does not change, takes its next cohort's id when the old
+// id goes to another node, and past Cohorts.MaxCohorts the generator's
+// cohorts split over the most kept ones take their own cuts again until the
+// map is under the cap.
+func TestKeepCutsCases(t *testing.T) {
+	pl := func(id control.CohortID, owner int, kgs ...control.KeyGroup) control.Placement {
+		return control.Placement{Cohort: control.Cohort{ID: id, KeyGroups: kgs}, Owner: owner}
+	}
+	cases := []struct {
+		name      string
+		max       int
+		cur, next []control.Placement
+		want      []control.Placement
+	}{
+		{"re-cut kept, arrivals take the new id", 8,
+			[]control.Placement{pl(1, 0, 10, 11), pl(2, 1, 12)},
+			[]control.Placement{pl(5, 0, 10, 11, 12, 13)},
+			[]control.Placement{pl(1, 0, 10, 11), pl(5, 0, 12, 13)}},
+		{"generator id joined on the same owner", 8,
+			[]control.Placement{pl(1, 0, 10), pl(2, 0, 11)},
+			[]control.Placement{pl(2, 0, 10, 11, 12)},
+			[]control.Placement{pl(1, 0, 10), pl(2, 0, 11, 12)}},
+		{"old id placed elsewhere", 8,
+			[]control.Placement{pl(1, 0, 10, 11)},
+			[]control.Placement{pl(1, 1, 20), pl(7, 0, 10, 11)},
+			[]control.Placement{pl(1, 1, 20), pl(7, 0, 10, 11)}},
+		{"evicted key groups leave their cohort", 8,
+			[]control.Placement{pl(1, 0, 10, 11, 12)},
+			[]control.Placement{pl(3, 0, 10)},
+			[]control.Placement{pl(1, 0, 10)}},
+		{"past MaxCohorts the generator's cuts", 1,
+			[]control.Placement{pl(1, 0, 10), pl(2, 0, 11)},
+			[]control.Placement{pl(3, 0, 10, 11)},
+			[]control.Placement{pl(3, 0, 10, 11)}},
+		{"past MaxCohorts only the most split cohort merges", 2,
+			[]control.Placement{pl(1, 0, 10), pl(2, 0, 11), pl(3, 1, 20)},
+			[]control.Placement{pl(5, 0, 10, 11), pl(6, 1, 20)},
+			[]control.Placement{pl(3, 1, 20), pl(5, 0, 10, 11)}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := DefaultConfig(2)
+			cfg.Cohorts.MaxCohorts = c.max
+			l, err := New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			l.setCurrent(&control.OwnerMap{Epoch: 1, Cohorts: c.cur})
+			got := l.keepCuts(&control.OwnerMap{Epoch: 2, Cohorts: c.next})
+			if err := got.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got.Cohorts, c.want) {
+				t.Errorf("got %v, want %v", got.Cohorts, c.want)
+			}
+		})
 	}
 }
 
