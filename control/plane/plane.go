@@ -108,8 +108,9 @@ type Config struct {
 	// actors/owner). Published cohorts then refine the generator's: a
 	// cohort the planner moves may leave its node as several activations.
 	// When keeping the cuts would publish more than Cohorts.MaxCohorts
-	// cohorts, the map takes the generator's cuts instead (and the
-	// fragments merge). Default true.
+	// cohorts, the generator's cohorts split over the most fragments take
+	// their own cuts again, one at a time, until the map is back under the
+	// cap. Default true.
 	KeepCuts bool
 }
 
