@@ -95,7 +95,7 @@ func DefaultConfig(name string, nodes int) Config {
 	// the drop level (DropFactor) between samples: it keeps leaving the
 	// cohorts, and its locks are memory-node CASes. Measured with `aura
 	// bench --workload tpcc --mode aura --rate 1400 --duration 25s
-	// --warmup 10s`: 0.83–0.84 atomics per transaction at 1.0, 0.57–0.58
+	// --warmup 10s`: 0.83–0.84 atomics per transaction at 1.0, 0.57–0.59
 	// at 0.25. The simulator keeps the generator's default: it profiles at
 	// hundreds of thousands of transactions a second.
 	loop.Cohorts.MinWeight = 0.25

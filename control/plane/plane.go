@@ -82,7 +82,9 @@ type Config struct {
 	// re-cut makes the owner re-install cohorts and re-mark their lock
 	// words (one CAS per slot touched under the new cohort; see package
 	// actors/owner), and at steady state the generator re-cuts a few cohorts
-	// on most ticks. Default true.
+	// on most ticks. With KeepCuts a map that only re-cuts already equals
+	// the current one, so this matters only with KeepCuts off. Default
+	// true.
 	HoldRecuts bool
 	// GuardRecutMoves keeps a key group with its owner when a re-cut puts
 	// it in a cohort another node owns (the re-formed cohort inherits the
