@@ -17,7 +17,10 @@
 //   - Planner placement: PlannerNode, the same deterministic choice on
 //     every node from its view (lowest-named member with the planner role,
 //     or the first live one of a configured order), and ComputeNodes, the
-//     live compute nodes the planner gives roster slots to.
+//     live compute nodes the planner gives roster slots to. Views can
+//     differ (an asymmetric partition), so placement alone does not make
+//     the planner unique: the planner lease on the memory node does
+//     (package control/plannerlease).
 //
 // Still to come here (routing issues): placement of cohort virtual actors
 // by rendezvous hashing for identities the OwnerMap lacks, the HTTP

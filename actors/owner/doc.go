@@ -420,18 +420,25 @@
 //
 // Without a lease a node keeps serving its cohorts (every grant CASes: one
 // atomic per lock, as on the MN CAS path) until its map moves them.
-// Residual assumptions: two planners grant at once only while membership
-// views disagree on which node hosts the planner (cluster.PlannerNode); a
-// planner that started less than a lease ago may not know what the other
-// granted, and waits one LeaseWait from its start before moving a departed
-// node's cohorts — of the nodes it knows of. And the known nodes are only
-// as complete as the rosters the planner's side holds: a minority whose
-// every node restarted during the cut (no map, no roster) cannot tell
-// itself from a new cluster. Closing both needs the known set kept where
-// every side reads it (the memory node) or a consensus on the planner. A node with no planner (a fixed map: NodeConfig.Lease
+// Two planners: membership views may disagree on which node hosts the
+// planner (cluster.PlannerNode; an asymmetric partition gives two planners
+// that each see a majority). Only the holder of the planner lease — one
+// word on the memory node, renewed by CAS (package control/plannerlease)
+// — grants or publishes, and no two planners' leases are valid at once;
+// a planner that took the word over counts a departed node's lease from
+// its acquisition, by which time every grant of the previous holder
+// (stopped with its lease's validity) has run out too. Residual
+// assumption: the known nodes are only as complete as the rosters the
+// planner's side holds: a minority whose every node restarted during the
+// cut (no map, no roster) cannot tell itself from a new cluster; the
+// planner lease keeps it from acting only while the majority's planner
+// renews the word.
+//
+// A node with no planner (a fixed map: NodeConfig.Lease
 // nil) has no lease and is never moved without its acknowledgement.
-// TestOwnerLeaseGatesWrites, TestPlannerLeases, TestPlannerNeedsAMajority
-// and the partition fault scenarios check this.
+// TestOwnerLeaseGatesWrites, TestPlannerLeases, TestPlannerNeedsAMajority,
+// TestPlannerLeaseLetsOnePlannerAct and the partition and two-planners
+// fault scenarios check this.
 //
 // # Cost
 //

@@ -36,6 +36,13 @@
 //     the map current when they (re)appeared, and a planner that sees no
 //     majority of the known compute nodes publishes nothing and grants no
 //     lease.
+//   - The planner lease (singleton.go, package control/plannerlease): with
+//     Config.LeaseWord (every `aura node`) the planner grants, pushes,
+//     migrates and publishes only while it holds a valid lease on the
+//     memory node's word, so two planners never act at once, even when
+//     each sees a majority (an asymmetric partition). One that took the
+//     word over counts a departed node's lease from its acquisition; one
+//     deposed forgets its state.
 //   - The planner's state is soft: a planner started elsewhere rebuilds the
 //     graph from heartbeats within a few ticks (the cluster runtime decides
 //     where it runs; see "Taking over").

@@ -15,6 +15,9 @@ import (
 // argument). The planner answers every heartbeat sent as a request with a
 // LeaseGrant, and:
 //
+//   - grants nothing and publishes nothing without a valid planner lease
+//     (with Config.LeaseWord; singleton.go), and counts the leases another
+//     planner may have granted from when it took the planner lease over;
 //   - grants a lease only while it sees a strict majority of the known
 //     compute nodes (live ones, the nodes its roster names, those of the
 //     roster installed on its own node, Nodes.Known, and those of the
@@ -30,8 +33,8 @@ import (
 //     also gives out);
 //   - publishes no map while a departed node that may still hold cohorts
 //     may still hold a lease: until LeaseWait has passed since its last
-//     grant (since this planner started, for leases another planner may
-//     have granted). A node holds no cohort once it acknowledged a map of
+//     grant (since this planner started, or took the planner lease over,
+//     for leases another planner may have granted). A node holds no cohort once it acknowledged a map of
 //     this planner's that places none on it, and no later map placed one
 //     (clean); any other known node may, whatever the previous planner
 //     gave it. A move's target is not clean from its handoff on;
@@ -139,6 +142,8 @@ func (a *Actor) answerLease(ctx actor.Context, m *messages.AccessSummary) {
 	node := m.GetNode()
 	g := &messages.LeaseGrant{Planner: a.cfg.Name, LeaseMicros: uint64(a.cfg.Lease.Microseconds()), Epoch: a.status.Epoch}
 	switch {
+	case !a.acting():
+		g.Reason = "no planner lease"
 	case !a.live[node]:
 		g.Reason = "not live"
 	case !a.quorum():
@@ -175,9 +180,10 @@ func (a *Actor) leaseHeld(now int64) (string, int64) {
 		if a.live[name] || a.clean[name] {
 			continue
 		}
-		// No grant of ours: counted from our start (0), for the leases
-		// a previous planner may have granted.
-		if until := a.granted[name] + wait; now < until {
+		// No grant of ours: counted from when this planner's authority
+		// began (its start, or its planner lease's acquisition), for the
+		// leases a previous planner may have granted.
+		if until := max(a.granted[name], a.leaseEpochMicros()) + wait; now < until {
 			return name, until
 		}
 	}
@@ -215,6 +221,10 @@ func (a *Actor) noteOwners(m *control.OwnerMap) {
 // has its majority and no departed node's lease holds its cohorts. A
 // refusal is counted and logged once per cause.
 func (a *Actor) mayPublish() bool {
+	if !a.acting() {
+		a.status.PlannerLease.IdleTicks++
+		return false
+	}
 	if !a.quorum() {
 		a.status.NoQuorumTicks++
 		if !a.noQuorumLogged {

@@ -132,8 +132,8 @@ func nameAt(roster []string, i int) string {
 // bounded by the controller's resend period (a later Tick sends it again),
 // and its acknowledgement comes back as a migrationDone.
 func (a *Actor) sendMigrations(ctx actor.Context, out []transfer.Send) {
-	if len(out) == 0 {
-		return
+	if len(out) == 0 || !a.acting() {
+		return // resent by the controller's Tick once the planner acts again
 	}
 	self, root := ctx.Self(), ctx.ActorSystem().Root
 	timeout := time.Duration(a.cfg.Transfer.ResendMicros) * time.Microsecond

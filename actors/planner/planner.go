@@ -17,6 +17,7 @@ import (
 	"github.com/aura-runtime/aura/control/cohortgen"
 	"github.com/aura-runtime/aura/control/ownership"
 	"github.com/aura-runtime/aura/control/plane"
+	"github.com/aura-runtime/aura/control/plannerlease"
 	"github.com/aura-runtime/aura/control/transfer"
 	"github.com/aura-runtime/aura/messages"
 )
@@ -76,6 +77,21 @@ type Config struct {
 	// answers again: a throughput dip, never a safety issue. Default 1 s
 	// (ten heartbeats at the default period); at most owner.MaxLease.
 	Lease time.Duration
+	// LeaseWord is the planner lease's word on the memory node (see
+	// singleton.go and package control/plannerlease). With it, the planner
+	// acts — grants owner leases, pushes maps, sends migration messages —
+	// only while it holds a valid planner lease, so at most one planner
+	// acts at a time even when two each see a majority of the compute
+	// nodes (an asymmetric partition); a planner deposed by another forgets
+	// its state. nil: no planner lease, for a caller that runs exactly one
+	// planner (the embedded bench, unit tests). Every `aura node` sets it.
+	LeaseWord LeaseWord
+	// PlannerLease configures the planner lease (used with LeaseWord; a
+	// zero Holder is drawn at random for each planner). Default: a 1 s
+	// lease (what a failover of the planner's node adds), renewed every
+	// 50 ms — every tick, since a tick is the lease's clock and a 100 ms
+	// renewal period would skip ticks that come a little early.
+	PlannerLease plannerlease.Config
 }
 
 // DefaultConfig returns the defaults documented on Config.
@@ -101,7 +117,8 @@ func DefaultConfig(name string, nodes int) Config {
 	loop.Cohorts.MinWeight = 0.25
 	return Config{Name: name, Loop: loop, Tick: 100 * time.Millisecond,
 		ChunkBytes: DefaultChunkBytes, PushTimeout: 2 * time.Second, MaxHeartbeatsPerTick: 1024, StartupTicks: 10,
-		Transfer: defaultTransfer(name), Lease: time.Second}
+		Transfer: defaultTransfer(name), Lease: time.Second,
+		PlannerLease: plannerlease.Config{LeaseMicros: 1_000_000, RenewMicros: 50_000}}
 }
 
 // defaultTransfer is transfer.DefaultConfig with a 4 ms drain budget: a
@@ -135,6 +152,13 @@ func (c Config) Validate() error {
 	}
 	if c.Lease < 10*time.Millisecond || c.Lease > owner.MaxLease {
 		errs = append(errs, fmt.Errorf("planner: Lease %v, want 10ms to %v", c.Lease, owner.MaxLease))
+	}
+	if c.LeaseWord != nil {
+		lc := c.PlannerLease
+		lc.Holder = max(lc.Holder, 1) // drawn at random when zero
+		if err := lc.Validate(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if c.StartupTicks < 0 {
 		errs = append(errs, fmt.Errorf("planner: StartupTicks %d must not be negative", c.StartupTicks))
@@ -242,6 +266,8 @@ type Status struct {
 	// still names; Removals counts the removals accepted.
 	Removed  []string
 	Removals uint64
+	// PlannerLease is the planner lease's state (Config.LeaseWord).
+	PlannerLease PlannerLeaseStatus
 }
 
 // GetStatus asks the actor for its Status.
@@ -346,6 +372,9 @@ type Actor struct {
 	noQuorumLogged  bool
 	leaseHeldLogged string
 
+	// pl is the planner lease (nil without Config.LeaseWord; singleton.go).
+	pl *plannerlease.Lease
+
 	// decisions and migrations are the operator's history (decisions.go).
 	decisions  ring[Decision]
 	migrations ring[MigrationRecord]
@@ -383,6 +412,9 @@ func NewActor(cfg Config, pusher Pusher) (*Actor, error) {
 		granted: map[string]int64{}, joinEpoch: map[string]uint64{}, clean: map[string]bool{}, reported: map[string][]string{},
 		removed: map[string]bool{}, overBudget: map[control.CohortID]int{}, phases: newRing[phaseSample](maxFreezeSamples),
 		migrations: newRing[MigrationRecord](MaxMigrationRecords)}
+	if a.pl, err = newPlannerLease(cfg); err != nil {
+		return nil, err
+	}
 	if migrator != nil {
 		// Migration ids only need to differ from a previous planner's
 		// among the messages still in flight; the start time in
@@ -427,6 +459,7 @@ func (a *Actor) Receive(ctx actor.Context) {
 			close(a.stop)
 			a.stop = nil
 		}
+		a.releaseLease()
 	case *messages.AccessSummary:
 		// The lease is answered even when the summary is dropped: a
 		// flood of heartbeats must not cost the senders their leases.
@@ -458,7 +491,12 @@ func (a *Actor) Receive(ctx actor.Context) {
 		a.setNodes(ctx, m)
 		a.onEpochAcked(ctx)
 	case tickMsg:
+		a.driveLease(ctx)
 		a.onTick(ctx)
+	case leaseDone:
+		if a.pl != nil {
+			a.onLeaseDone(m)
+		}
 	case refineDone:
 		a.onRefineDone(m)
 	case pushDone:
@@ -493,6 +531,7 @@ func (a *Actor) snapshot() Status {
 	st.Refining = a.inflight != nil
 	st.Quorum = a.quorum()
 	st.Removed = slices.Sorted(maps.Keys(a.removed))
+	a.leaseStatus(&st)
 	return st
 }
 
@@ -669,6 +708,13 @@ func (a *Actor) state() []ownership.NodeState {
 
 func (a *Actor) onTick(ctx actor.Context) {
 	a.beats = 0
+	if !a.acting() {
+		// Another planner may hold the planner lease (or this one cannot
+		// reach the memory node): plan, push and migrate nothing. The
+		// heartbeats still build the graph.
+		a.status.PlannerLease.IdleTicks++
+		return
+	}
 	if a.xfer != nil && a.xfer.Active() {
 		// A round of migrations runs: drive its resends and deadlines, and
 		// plan nothing new until it is over (its map published and the
@@ -978,8 +1024,8 @@ func ownedSummary(m *control.OwnerMap, roster []string) string {
 // messages.
 func (a *Actor) push(ctx actor.Context) {
 	m := a.cur
-	if m == nil {
-		return
+	if m == nil || !a.acting() {
+		return // the pending nodes get it at a tick once the planner acts
 	}
 	delta, err := PushesWithRoster(a.prev, m, a.pubRoster, a.cfg.ChunkBytes, a.cfg.Name, a.nodes.MembershipEpoch)
 	if err != nil {

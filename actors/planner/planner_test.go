@@ -38,12 +38,13 @@ type fakeCluster struct {
 	maps    map[string][]*control.OwnerMap // installed maps, in order
 	rosters map[string][][]string          // the roster installed with each
 	at      map[string][]time.Time         // when each was installed
+	from    map[string][]string            // the planner that published each
 	chunk   map[string]int                 // pushes received
 }
 
 func newFakeCluster(names ...string) *fakeCluster {
 	c := &fakeCluster{asm: map[string]*Assembler{}, mute: map[string]bool{}, maps: map[string][]*control.OwnerMap{},
-		rosters: map[string][][]string{}, chunk: map[string]int{}, at: map[string][]time.Time{}}
+		rosters: map[string][][]string{}, chunk: map[string]int{}, at: map[string][]time.Time{}, from: map[string][]string{}}
 	for _, n := range names {
 		c.asm[n] = NewAssembler(0)
 	}
@@ -74,6 +75,7 @@ func (c *fakeCluster) Push(ctx context.Context, node string, p *messages.OwnerMa
 		c.maps[node] = append(c.maps[node], m)
 		c.rosters[node] = append(c.rosters[node], a.Roster())
 		c.at[node] = append(c.at[node], time.Now())
+		c.from[node] = append(c.from[node], a.InstalledFrom())
 	}
 	ack.InstalledEpoch = a.Installed().Epoch
 	ack.InstalledPlanner = a.InstalledFrom()

@@ -18,9 +18,14 @@ const faultClients = 6
 // (warm-up), the fault (inject returns once it is healed), load after the
 // heal, then the checks and the summary line.
 func runFault(t *testing.T, scenario string, n int, inject func(c *faultCluster, lc *bankLoad, tm faultTimes)) {
+	runFaultWith(t, scenario, n, nil, inject)
+}
+
+// runFaultWith is runFault with flags for single nodes (by name).
+func runFaultWith(t *testing.T, scenario string, n int, perNode map[string][]string, inject func(c *faultCluster, lc *bankLoad, tm faultTimes)) {
 	start := time.Now()
 	tm := faultTiming()
-	c := newFaultCluster(t, n)
+	c := newFaultClusterWith(t, n, perNode)
 	stopDrift := c.drift(tm.drift)
 	lc := c.startLoad(faultClients)
 	time.Sleep(tm.warmup) // load and drift run: the planner migrates
@@ -42,14 +47,15 @@ func runFault(t *testing.T, scenario string, n int, inject func(c *faultCluster,
 	c.verify(scenario, lc, start)
 }
 
-// awaitPlanner polls (every 50 ms) until exactly one live node runs the
-// planner; it returns that node's name and the wait.
+// awaitPlanner polls (every 50 ms) until exactly one live node runs an
+// acting planner (a valid planner lease); it returns that node's name and
+// the wait.
 func awaitPlanner(c *faultCluster, within time.Duration) (string, time.Duration, bool) {
 	start := time.Now()
 	for time.Since(start) < within {
 		on, n := "", 0
 		for _, fn := range c.live() {
-			if m, err := metricsOf(fn); err == nil && m["aura_planner_active"] == 1 {
+			if m, err := metricsOf(fn); err == nil && m["aura_planner_lease_valid"] == 1 {
 				on, n = fn.name, n+1
 			}
 		}
@@ -272,12 +278,16 @@ func partition(t *testing.T, c *faultCluster, tm faultTimes, all bool) {
 	// Cut off, cn-3 must lose its owner lease (no planner with a majority
 	// answers it) and then grant by CAS only: poll its metrics through
 	// the cut for the first time its lease reads zero.
+	// Its own planner must never act: cn-1's planner, which still reaches
+	// the memory node, keeps renewing the planner lease.
 	var lapsed time.Duration
+	acted := false
 	for time.Since(cutAt) < tm.fault {
-		if m, err := metricsOf(cn3); err == nil && lapsed == 0 {
-			if v, ok := m["aura_owner_lease_seconds"]; ok && v == 0 {
+		if m, err := metricsOf(cn3); err == nil {
+			if v, ok := m["aura_owner_lease_seconds"]; ok && v == 0 && lapsed == 0 {
 				lapsed = time.Since(cutAt)
 			}
+			acted = acted || m["aura_planner_lease_valid"] == 1
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -288,13 +298,15 @@ func partition(t *testing.T, c *faultCluster, tm faultTimes, all bool) {
 	own := slices.ContainsFunc(w3.lines(), func(l string) bool {
 		return strings.Contains(l, `msg="planner placed"`) && strings.Contains(l, "on=cn-3")
 	})
-	// Its planner is in a minority (one of the three nodes its map names):
-	// it must publish nothing, or it would give out cohorts and epochs the
-	// majority's planner gives out too.
-	minority := slices.ContainsFunc(w3.lines(), func(l string) bool { return strings.Contains(l, "no majority of the known compute nodes") })
+	// Its planner is in a minority (one of the three nodes its map names)
+	// and holds no planner lease: it must publish nothing, or it would
+	// give out cohorts and epochs the majority's planner gives out too.
 	publishedOwn := slices.ContainsFunc(w3.lines(), func(l string) bool { return strings.Contains(l, `msg="epoch published"`) })
 	if publishedOwn {
 		t.Errorf("cut off, cn-3 published an OwnerMap of its own")
+	}
+	if acted {
+		t.Errorf("cut off, cn-3's planner held a valid planner lease while cn-1's renewed it")
 	}
 	if lapsed == 0 {
 		t.Errorf("cn-3's owner lease did not run out during the %v cut", tm.fault)
@@ -303,8 +315,8 @@ func partition(t *testing.T, c *faultCluster, tm faultTimes, all bool) {
 	if !all {
 		who = "the other nodes (the client still reaches it)"
 	}
-	c.inject("blackholed cn-3 from %s both ways (remote, gossip udp+tcp) for %v, healed; cn-1 declared cn-3 failed: %v; cn-3's lease ran out %v into the cut; cn-3 hosted its own planner: %v, which saw no majority: %v and published nothing: %v",
-		who, tm.fault, failed, lapsed.Round(100*time.Millisecond), own, minority, !publishedOwn)
+	c.inject("blackholed cn-3 from %s both ways (remote, gossip udp+tcp) for %v, healed; cn-1 declared cn-3 failed: %v; cn-3's lease ran out %v into the cut; cn-3 hosted its own planner: %v, which never held a valid planner lease: %v and published nothing: %v",
+		who, tm.fault, failed, lapsed.Round(100*time.Millisecond), own, !acted, !publishedOwn)
 }
 
 // TestFaultSlowNode: cn-2 is slow for the fault time: every remote
@@ -329,5 +341,98 @@ func TestFaultSlowNode(t *testing.T) {
 		time.Sleep(tm.fault)
 		slow(netfault.Pass, 0, true)
 		c.inject("delayed cn-2's remote traffic both ways (to it, and its replies and requests to the other nodes) by %v for %v, healed", delay, tm.fault)
+	})
+}
+
+// TestFaultTwoPlanners: cn-1 and cn-2 each host a planner for the whole
+// run and each sees every node live, hence a majority — what an
+// asymmetric partition gives (cn-1 and cn-2 cut from each other, both
+// reaching cn-3), made here by giving cn-2 a planner order (--nodes) that
+// puts itself first. Only the holder of the planner lease on the memory
+// node may act: the scenario samples both nodes every 100 ms and fails if
+// both hold a valid lease at once, or if the other planner published a map
+// before it took the lease over. Then the holder is killed -9: the other
+// must take over (a lease later) and act; the killed node restarts, hosts
+// its planner again, and must stay idle while the new holder renews.
+func TestFaultTwoPlanners(t *testing.T) {
+	skipFaults(t, false)
+	order, other := "cn-1,cn-2,cn-3", "cn-2,cn-1,cn-3"
+	perNode := map[string][]string{
+		// Explicit lock-tag numbers: by default a node's number is its
+		// position in --nodes, which the two orders would give twice.
+		"cn-1": {"--nodes", order, "--id", "1"},
+		"cn-2": {"--nodes", other, "--id", "2"},
+		"cn-3": {"--nodes", order, "--id", "3"},
+	}
+	runFaultWith(t, "two-planners", 3, perNode, func(c *faultCluster, lc *bankLoad, tm faultTimes) {
+		cn1, cn2 := c.node("cn-1"), c.node("cn-2")
+		sample := func() (valid map[string]bool, active int) {
+			valid = map[string]bool{}
+			for _, fn := range []*faultNode{cn1, cn2} {
+				if !fn.alive {
+					continue
+				}
+				if m, err := metricsOf(fn); err == nil {
+					valid[fn.name] = m["aura_planner_lease_valid"] == 1
+					active += int(m["aura_planner_active"])
+				}
+			}
+			return valid, active
+		}
+		both, samples := 0, 0
+		watch := func(d time.Duration) {
+			for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+				v, _ := sample()
+				samples++
+				if v["cn-1"] && v["cn-2"] {
+					both++
+				}
+			}
+		}
+		v, active := sample()
+		if active != 2 {
+			t.Errorf("%d nodes host a planner, want cn-1 and cn-2 both", active)
+		}
+		holder, idle := cn1, cn2
+		if v["cn-2"] {
+			holder, idle = cn2, cn1
+		}
+		if !v[holder.name] {
+			t.Errorf("neither cn-1 nor cn-2 holds a valid planner lease after the warm-up")
+		}
+		watch(tm.fault / 2)
+		// The idle planner must not have published anything so far.
+		published := func(w logWatch) bool {
+			return slices.ContainsFunc(w.lines(), func(l string) bool { return strings.Contains(l, `msg="epoch published"`) })
+		}
+		if published(logWatch{p: idle.proc}) {
+			t.Errorf("%s published an OwnerMap without holding the planner lease", idle.name)
+		}
+		lw := watchFromNow(idle.proc)
+		c.kill9(holder)
+		lc.route()
+		_, took, ok := lw.wait(15*time.Second, func(l string) bool { return strings.Contains(l, `msg="planner lease acquired`) })
+		if !ok {
+			t.Errorf("%s did not take the planner lease over within 15 s of %s's kill", idle.name, holder.name)
+		}
+		_, pubTook, pubOK := lw.wait(15*time.Second, func(l string) bool { return strings.Contains(l, `msg="epoch published"`) })
+		if !pubOK {
+			t.Errorf("%s published no map within 15 s of taking the planner lease over", idle.name)
+		}
+		c.start(holder)
+		rw := watchFromNow(holder.proc)
+		watch(tm.fault / 2)
+		if v, _ := sample(); v[holder.name] || !v[idle.name] {
+			t.Errorf("after %s's restart: valid planner leases %v, want %s's only", holder.name, v, idle.name)
+		}
+		if published(rw) {
+			t.Errorf("%s, restarted, published an OwnerMap while %s held the planner lease", holder.name, idle.name)
+		}
+		if both > 0 {
+			t.Errorf("cn-1 and cn-2 both held a valid planner lease in %d of %d samples", both, samples)
+		}
+		c.inject("cn-1 and cn-2 each host a planner seeing all 3 nodes; %s held the planner lease, %s stayed idle and published nothing; kill -9 %s: %s took the lease over %v after the kill and published a map %v after it; %s restarted, hosted a planner again and stayed idle; both valid in %d of %d samples (every 100 ms)",
+			holder.name, idle.name, holder.name, idle.name, took.Round(100*time.Millisecond), pubTook.Round(100*time.Millisecond),
+			holder.name, both, samples)
 	})
 }

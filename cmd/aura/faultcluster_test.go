@@ -97,6 +97,7 @@ type faultCluster struct {
 	locksMustClear bool
 	wl             *bank.Workload
 	wlArgs         []string
+	perNode        map[string][]string // flags for single nodes, by name
 	mn             *mnProcess
 	mnProxy        *netfault.Proxy
 	dev            rdma.Device
@@ -154,9 +155,16 @@ func newFaultProxy(t *testing.T, target string, udp bool) *netfault.Proxy {
 // lowest name).
 func newFaultCluster(t *testing.T, n int, extra ...string) *faultCluster {
 	t.Helper()
+	return newFaultClusterWith(t, n, nil, extra...)
+}
+
+// newFaultClusterWith is newFaultCluster with flags for single nodes
+// (perNode, by name) after the common ones.
+func newFaultClusterWith(t *testing.T, n int, perNode map[string][]string, extra ...string) *faultCluster {
+	t.Helper()
 	wlArgs := []string{"--workload", "bank", "--accounts", "4096", "--branch-kgs", "4", "--audit-fraction", "0"}
 	wl := workloadOf(t, wlArgs).(*bank.Workload)
-	c := &faultCluster{t: t, wl: wl, wlArgs: wlArgs}
+	c := &faultCluster{t: t, wl: wl, wlArgs: wlArgs, perNode: perNode}
 	c.mn = startMN(t, "--listen", "127.0.0.1:0", "--size", "256MiB")
 	c.mnProxy = newFaultProxy(t, c.mn.addr, false)
 	ctx := context.Background()
@@ -195,6 +203,7 @@ func (c *faultCluster) start(fn *faultNode) {
 	c.t.Helper()
 	args := append([]string{"--name", fn.name, "--listen", fn.listen, "--advertise", fn.remote.Addr(),
 		"--gossip", fn.gossip, "--gossip-advertise", fn.gossipPxy.Addr(), "--http", fn.http}, c.common...)
+	args = append(args, c.perNode[fn.name]...)
 	for _, o := range c.nodes {
 		if o != fn && o.alive {
 			args = append(args, "--join", o.gossipPxy.Addr())
@@ -487,7 +496,7 @@ func (w *epochWatch) halt() {
 // and the same owners (every live node a worker with a roster slot, no
 // other worker), each cohort owned by one node, each node granting
 // exactly the cohorts the map gives it (none frozen), and exactly one
-// planner among them. It returns a description of the state.
+// acting planner among them (one valid planner lease). It returns a description of the state.
 func (c *faultCluster) converged() (bool, string) {
 	live := c.live()
 	var ref *client.Topology
@@ -502,7 +511,7 @@ func (c *faultCluster) converged() (bool, string) {
 		if err != nil {
 			return false, err.Error()
 		}
-		planners += int(m["aura_planner_active"])
+		planners += int(m["aura_planner_lease_valid"])
 		if ref == nil {
 			ref = &topo
 			seen := map[uint64]string{}
@@ -548,7 +557,7 @@ func (c *faultCluster) converged() (bool, string) {
 		desc = append(desc, fmt.Sprintf("%s:%d", fn.name, mine))
 	}
 	if planners != 1 {
-		return false, fmt.Sprintf("%d planners active", planners)
+		return false, fmt.Sprintf("%d planners hold a valid planner lease", planners)
 	}
 	return true, fmt.Sprintf("epoch %d owners %s", ref.Epoch, strings.Join(desc, ","))
 }

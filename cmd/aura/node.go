@@ -406,8 +406,15 @@ func runNode(ctx context.Context, f *nodeFlags, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
+	// The planner lease's word: a planner hosted here acts only while it
+	// holds it (package control/plannerlease).
+	leaseWord, err := store.NewLeaseWord(ctx, dev)
+	if err != nil {
+		return err
+	}
+	defer leaseWord.Close()
 	pl := &plannerHost{self: f.name, order: f.plannerOrder, maxNodes: f.maxNodes, settle: f.settle, sys: sys, mem: mem, book: book,
-		tick: f.tick, lease: f.ownerLease, log: log, beats: actors.NewHeartbeatSender(sys.Root)}
+		tick: f.tick, lease: f.ownerLease, leaseWord: leaseWord, log: log, beats: actors.NewHeartbeatSender(sys.Root)}
 	ncfg := actors.DefaultNodeConfig(f.name)
 	ncfg.ID = id
 	ncfg.Coordinators = f.coordinators
@@ -660,7 +667,9 @@ type plannerHost struct {
 	book     actors.AddressBook
 	tick     time.Duration
 	lease    time.Duration
-	log      *slog.Logger
+	// leaseWord is the planner lease's word on the memory node.
+	leaseWord planner.LeaseWord
+	log       *slog.Logger
 
 	beats *actors.HeartbeatSender
 	// known returns the roster of the map installed on this node (Nodes
@@ -782,6 +791,7 @@ func (p *plannerHost) step() {
 		if p.lease > 0 {
 			cfg.Lease = p.lease
 		}
+		cfg.LeaseWord = p.leaseWord
 		cfg.Logger = p.log.With("component", "planner")
 		pusher, err := actors.NewRemotePusher(p.sys, p.book, actors.DefaultCallConfig(), epoch)
 		if err != nil {

@@ -213,7 +213,10 @@ func TestPlannerFailsOverWhenItsNodeIsKilled(t *testing.T) {
 	waitLog(n3, "member=cn-2", 10*time.Second) // everyone has joined
 	_ = n1.cmd.Process.Kill()
 	d := waitLog(n2, `msg="planner placed" node=cn-2 on=cn-2`, 10*time.Second)
-	t.Logf("planner on cn-2 %.1f s after cn-1 was killed", d.Seconds())
+	// The new planner acts once it holds the planner lease: cn-1's, not
+	// released (kill -9), must first stay unchanged for a lease (1 s).
+	l := d + waitLog(n2, `msg="planner lease acquired`, 10*time.Second)
+	t.Logf("planner on cn-2 %.1f s after cn-1 was killed, acting (planner lease) %.1f s after", d.Seconds(), l.Seconds())
 
 	sys := clientSystem(t)
 	gen := wl.NewGenerator(9, 0)

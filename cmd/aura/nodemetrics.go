@@ -288,6 +288,20 @@ func (m *nodeMetrics) writePlanner(w io.Writer) {
 	c("aura_planner_lease_refusals_total", st.LeaseRefusals)
 	c("aura_planner_lease_holds_total", st.LeaseHolds)
 	c("aura_planner_removals_total", st.Removals)
+	if pl := st.PlannerLease; pl.Enabled {
+		b := func(v bool) uint64 {
+			if v {
+				return 1
+			}
+			return 0
+		}
+		gu("aura_planner_lease_holding", b(pl.Holding))
+		gu("aura_planner_lease_valid", b(pl.Valid))
+		c("aura_planner_lease_acquired_total", pl.Acquired)
+		c("aura_planner_lease_deposed_total", pl.Deposed)
+		c("aura_planner_lease_op_failures_total", pl.Failures)
+		c("aura_planner_lease_idle_ticks_total", pl.IdleTicks)
+	}
 	gu("aura_planner_removed_nodes", uint64(len(st.Removed)))
 	gu("aura_planner_graph_nodes", uint64(max(st.GraphNodes, 0)))
 	gu("aura_planner_graph_edges", uint64(max(st.GraphEdges, 0)))
