@@ -372,8 +372,10 @@ type Actor struct {
 	noQuorumLogged  bool
 	leaseHeldLogged string
 
-	// pl is the planner lease (nil without Config.LeaseWord; singleton.go).
-	pl *plannerlease.Lease
+	// pl is the planner lease (nil without Config.LeaseWord; singleton.go);
+	// wasActing is whether the last tick acted (a change is logged).
+	pl        *plannerlease.Lease
+	wasActing bool
 
 	// decisions and migrations are the operator's history (decisions.go).
 	decisions  ring[Decision]
@@ -713,8 +715,10 @@ func (a *Actor) onTick(ctx actor.Context) {
 		// reach the memory node): plan, push and migrate nothing. The
 		// heartbeats still build the graph.
 		a.status.PlannerLease.IdleTicks++
+		a.noteActing(false)
 		return
 	}
+	a.noteActing(true)
 	if a.xfer != nil && a.xfer.Active() {
 		// A round of migrations runs: drive its resends and deadlines, and
 		// plan nothing new until it is over (its map published and the

@@ -67,6 +67,21 @@ func (a *Actor) acting() bool {
 	return a.pl == nil || a.pl.Valid(a.nowMicros())
 }
 
+// noteActing logs a holder's lease lapsing (its renewals did not land
+// within half a lease: the memory node unreachable or slow, or the actor
+// starved) and its resumption; a deposition and a takeover log their own.
+func (a *Actor) noteActing(acting bool) {
+	if a.pl == nil || acting == a.wasActing {
+		return
+	}
+	a.wasActing = acting
+	if !acting && a.pl.Holding() {
+		a.log.Warn("planner lease lapsed: not acting until a renewal lands")
+	} else if acting && a.pl.Stats().Acquired > 0 {
+		a.log.Info("planner lease valid: acting")
+	}
+}
+
 // leaseEpochMicros is when this planner's authority began: a departed
 // node's lease granted by a previous planner is counted from it (0, the
 // actor's start, without a LeaseWord).

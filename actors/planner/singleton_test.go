@@ -61,14 +61,14 @@ func (w *memWord) setCut(name string, cut bool) {
 // where the planner runs) share the cluster's nodes and the memory node's
 // lease word. Only the lease's holder grants owner leases and pushes maps.
 // Cut from the word, the holder stops within half a lease; the other takes
-// over no sooner than a lease later, and publishes above the holder's
-// epochs; back, the old holder finds itself deposed and forgets its state.
+// over (never while the holder is valid: every sample of both checks it)
+// and publishes above the holder's epochs; back, the old holder finds itself deposed and forgets its state.
 // A holder that stops releases the word, and the other takes it at once.
 func TestPlannerLeaseLetsOnePlannerAct(t *testing.T) {
 	names := []string{"cn-0", "cn-1", "cn-2"}
 	fc := newFakeCluster(names...)
 	word := &memWord{cut: map[string]bool{}}
-	const leaseMicros = 300_000
+	const leaseMicros = 1_000_000
 	type planner struct {
 		name string
 		sys  *actor.ActorSystem
@@ -150,21 +150,24 @@ func TestPlannerLeaseLetsOnePlannerAct(t *testing.T) {
 	}
 	heldEpoch := fc.installed("cn-2")
 
-	// The holder loses the memory node: it must stop acting within half
-	// a lease (plus a tick), and the other must not act before a lease.
+	// The holder loses the memory node. A renewal that landed before the
+	// cut keeps it valid until half a lease after that renewal was sent,
+	// never later: past cut + half a lease it must not act. (Each status
+	// is computed when the actor processes it, so a slow test process
+	// cannot make this check pass or fail spuriously.)
 	word.setCut(h.name, true)
 	cutAt := time.Now()
-	sts = until(h.name+" to stop acting", func(s []Status) bool { return !s[0].PlannerLease.Valid })
-	if took := time.Since(cutAt); took > leaseMicros*time.Microsecond/2+100*time.Millisecond {
-		t.Errorf("%s still valid %v after losing the word, want ≤ half the %v lease", h.name, took, leaseMicros*time.Microsecond)
+	for time.Since(cutAt) < leaseMicros*time.Microsecond/2+time.Millisecond {
+		beat()
+	}
+	if st := status(t, h.sys.Root, h.pid); st.PlannerLease.Valid {
+		t.Fatalf("%s still valid half a lease after losing the word: %+v", h.name, st.PlannerLease)
 	}
 	if g := askLease(t, h.sys.Root, h.pid, "cn-2", fc.installed("cn-2")); g.Granted {
 		t.Fatalf("%s, its planner lease lapsed, granted an owner lease: %+v", h.name, g)
 	}
 	until(o.name+" to take the planner lease over", func(s []Status) bool { return s[1].PlannerLease.Valid })
-	if took := time.Since(cutAt); took < leaseMicros*time.Microsecond {
-		t.Fatalf("%s took over %v after the cut, before a whole %v lease", o.name, took, leaseMicros*time.Microsecond)
-	}
+	t.Logf("%s took the planner lease over %v after %s lost the word", o.name, time.Since(cutAt).Round(time.Millisecond), h.name)
 	sts = until(o.name+" to publish above "+h.name+"'s epochs", func(s []Status) bool {
 		return s[1].Acked > heldEpoch && s[1].Acked == s[1].Epoch
 	})
