@@ -136,6 +136,7 @@ func TestPlannerLeaseLetsOnePlannerAct(t *testing.T) {
 		h, o = o, h
 		sts[0], sts[1] = sts[1], sts[0]
 	}
+	ps = []*planner{h, o} // beat's statuses: the holder's, then the other's
 	if sts[1].Epoch != 0 || sts[1].LeaseGrants != 0 || sts[1].PlannerLease.IdleTicks == 0 || sts[1].PlannerLease.Holding {
 		t.Fatalf("%s, not holding the planner lease, acted: %+v", o.name, sts[1])
 	}
