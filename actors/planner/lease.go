@@ -34,10 +34,11 @@ import (
 //   - publishes no map while a departed node that may still hold cohorts
 //     may still hold a lease: until LeaseWait has passed since its last
 //     grant (since this planner started, or took the planner lease over,
-//     for leases another planner may have granted). A node holds no cohort once it acknowledged a map of
-//     this planner's that places none on it, and no later map placed one
-//     (clean); any other known node may, whatever the previous planner
-//     gave it. A move's target is not clean from its handoff on;
+//     for leases another planner may have granted). A node holds no
+//     cohort once it acknowledged a map of this planner's that places none
+//     on it, and no later map placed one (clean); any other known node
+//     may, whatever the previous planner gave it. A move's target is not
+//     clean from its handoff on;
 //   - does not count a node an operator removed (RemoveNode: down for good)
 //     among the known ones while it is not live, but still waits out its
 //     lease like any departed node's before moving its cohorts;
