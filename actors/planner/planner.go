@@ -373,9 +373,9 @@ type Actor struct {
 	leaseHeldLogged string
 
 	// pl is the planner lease (nil without Config.LeaseWord; singleton.go);
-	// wasActing is whether the last tick acted (a change is logged).
-	pl        *plannerlease.Lease
-	wasActing bool
+	// lapsed: the holder's lapse was logged, its resumption is not yet.
+	pl     *plannerlease.Lease
+	lapsed bool
 
 	// decisions and migrations are the operator's history (decisions.go).
 	decisions  ring[Decision]

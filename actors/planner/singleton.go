@@ -71,14 +71,14 @@ func (a *Actor) acting() bool {
 // within half a lease: the memory node unreachable or slow, or the actor
 // starved) and its resumption; a deposition and a takeover log their own.
 func (a *Actor) noteActing(acting bool) {
-	if a.pl == nil || acting == a.wasActing {
-		return
-	}
-	a.wasActing = acting
-	if !acting && a.pl.Holding() {
+	switch {
+	case a.pl == nil:
+	case !acting && !a.lapsed && a.pl.Holding():
+		a.lapsed = true
 		a.log.Warn("planner lease lapsed: not acting until a renewal lands")
-	} else if acting && a.pl.Stats().Acquired > 0 {
-		a.log.Info("planner lease valid: acting")
+	case acting && a.lapsed:
+		a.lapsed = false
+		a.log.Info("planner lease valid again: acting")
 	}
 }
 
