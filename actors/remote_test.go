@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/remote"
+	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -88,4 +91,37 @@ func TestRemoteRefusesOversizedMessages(t *testing.T) {
 	if ack := push(nil, cohort7(1, 1)); ack.GetInstalledEpoch() != 1 {
 		t.Fatalf("push after the oversized message: %v", ack)
 	}
+}
+
+// TestRemoteToADeadPeerLeavesNoConnection sends to an address where
+// nothing listens: once the endpoint reports the peer terminated, no
+// goroutine of the attempt is left. With protoactor's default of five
+// attempts, four orphaned gRPC connections would go on redialling the dead
+// address for the life of the process (endpointConnectAttempts).
+func TestRemoteToADeadPeerLeavesNoConnection(t *testing.T) {
+	sys := clientSide(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := l.Addr().String()
+	_ = l.Close()
+
+	leakOpts := []goleak.Option{goleak.IgnoreCurrent(),
+		goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1")}
+	terminated := make(chan struct{})
+	var once sync.Once
+	sub := sys.EventStream.Subscribe(func(evt any) {
+		if e, ok := evt.(*remote.EndpointTerminatedEvent); ok && e.Address == dead {
+			once.Do(func() { close(terminated) })
+		}
+	})
+	defer sys.EventStream.Unsubscribe(sub)
+	sys.Root.Send(&actor.PID{Address: dead, Id: OwnerMapActorName}, &remote.Ping{})
+	select {
+	case <-terminated:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the endpoint to a dead address never reported itself terminated")
+	}
+	goleak.VerifyNone(t, leakOpts...)
 }
