@@ -39,5 +39,9 @@
 // own CallConfig (never protoactor's process-global request settings).
 // StartRemote starts a node's protoactor remote endpoint with bounded queues;
 // one per process (protoactor's Remote.Start writes grpc's process-global
-// logger, which races with another remote's server goroutines).
+// logger, which races with another remote's server goroutines), with one
+// connection attempt per endpoint (the pinned version orphans the gRPC
+// connection of every failed attempt but the last; endpointConnectAttempts)
+// and a guard that turns a panic on a malformed batch into the end of that
+// one stream (recoverStream).
 package actors
