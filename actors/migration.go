@@ -179,6 +179,16 @@ func (o *ownership) freezeIn(t *owner.Table, m *messages.Freeze) (*messages.Free
 	if f, ok := o.frozen[id]; ok {
 		// Frozen already (this migration's Freeze repeated, or frozen by a
 		// map or a leave): it grants nothing, which is all a freeze promises.
+		if mapEpoch := max(f.moved.Epoch, o.asm.Installed().Epoch); f.migration == noMigration && mapEpoch >= m.GetNewEpoch() {
+			// The map that froze it (f.moved.Epoch), or a later one, is at
+			// or past the move's epoch: the Freeze is an older planner's
+			// (as for Handoff). Adopting it would hold the cohort back for
+			// awaitPublishLimit, waiting for a publish that never comes, or
+			// for good if the move's epoch is not above the activation's
+			// (Retire refuses such a move).
+			ack.Status, ack.Error = ackStale, fmt.Sprintf("cohort %d frozen by OwnerMap epoch %d ≥ %d", id, mapEpoch, m.GetNewEpoch())
+			return ack, false
+		}
 		if f.migration == noMigration {
 			f.migration, f.awaitPublish, f.awaitSince = m.GetMigrationId(), true, now
 			f.moved = owner.Moved{Owner: m.GetNewOwner(), Epoch: m.GetNewEpoch()}

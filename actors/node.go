@@ -223,6 +223,9 @@ func NewNode(cfg NodeConfig, dev rdma.Device, layout *store.Layout, wl workload.
 	var ownerQPs []rdma.QueuePair
 	if cfg.Ownership != nil {
 		oc := *cfg.Ownership
+		if oc.Logger == nil {
+			oc.Logger = n.log
+		}
 		oc.Owner.FencedReadAge = fencedReadAge(oc.Owner.FencedReadAge, cfg.redoConfig().RepairAfter)
 		o, err := newOwnership(oc, cfg.Name, wl)
 		if err != nil {
@@ -461,6 +464,19 @@ func (n *Node) CohortCounts() (owned, frozen int) {
 		return 0, len(n.own.owned) + len(n.own.frozen)
 	}
 	return len(n.own.owned), len(n.own.frozen)
+}
+
+// RetireErrors returns how many times the node failed to retire a frozen
+// cohort for a reason other than waiting for its holders or its drain
+// deadline (each such cohort is retried every heartbeat and logged once
+// per reason). It stays 0 on a healthy node.
+func (n *Node) RetireErrors() uint64 {
+	if n.own == nil {
+		return 0
+	}
+	n.own.mu.Lock()
+	defer n.own.mu.Unlock()
+	return n.own.retireErrors
 }
 
 // HeldCohorts returns the cohorts the node still holds: owned, or frozen

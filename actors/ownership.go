@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -67,6 +68,10 @@ type OwnershipConfig struct {
 	// of the node's cohorts, from inside the owner table's critical
 	// section (package invariants checks I1 and I4 with it).
 	Observer invariants.Observer
+	// Logger receives a warning when a frozen cohort cannot be retired for
+	// a reason other than waiting (its drain deadline, its holders), once
+	// per cohort and reason. Default: discard (NodeConfig sets the node's).
+	Logger *slog.Logger
 }
 
 func (c *OwnershipConfig) validate(self string) (int, error) {
@@ -142,6 +147,10 @@ type ownership struct {
 	// migration message carried: a Handoff decided on an older one is
 	// refused.
 	memberEpoch uint64
+	// retireErrors counts retirement attempts of frozen cohorts that failed
+	// for a reason other than waiting (retireIn): each is retried every
+	// heartbeat, so a count that keeps growing names a cohort stuck frozen.
+	retireErrors uint64
 
 	stop chan struct{}
 	done chan struct{}
@@ -162,6 +171,9 @@ type frozenCohort struct {
 	// past awaitPublishLimit the migration is over whatever became of its
 	// messages, and awaitPublish ends.
 	awaitSince int64
+	// retireErr is the last unexpected error retiring it (retireIn), so
+	// that each new reason is logged once, not every heartbeat.
+	retireErr string
 }
 
 // awaitPublishLimit bounds how long a migration's frozen activation waits
@@ -188,6 +200,9 @@ func newOwnership(cfg OwnershipConfig, self string, wl workload.Workload) (*owne
 	}
 	if cfg.HeartbeatEvery == 0 {
 		cfg.HeartbeatEvery = 100 * time.Millisecond
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	pc := cfg.Profiler
 	pc.Node, pc.NodeIndex = self, uint32(max(idx, 0))
@@ -408,13 +423,32 @@ func (o *ownership) retireIn(t *owner.Table) {
 			}
 			if !ds.Drained {
 				if _, err := t.Fence(id, f.epoch, now); err != nil {
+					if !errors.Is(err, owner.ErrDrainPending) {
+						o.noteRetireError(id, f, "fence", err)
+					}
 					continue // before the drain deadline: wait
 				}
 			}
-			if err := t.Retire(id, f.epoch, f.moved); err == nil {
-				delete(o.frozen, id)
+			if err := t.Retire(id, f.epoch, f.moved); err != nil {
+				if !errors.Is(err, owner.ErrHoldersRemain) {
+					o.noteRetireError(id, f, "retire", err)
+				}
+				continue
 			}
+			delete(o.frozen, id)
 		}
+	}
+}
+
+// noteRetireError counts a failed retirement of frozen cohort id and logs
+// it when its reason is new for that cohort. o.mu is held.
+func (o *ownership) noteRetireError(id control.CohortID, f frozenCohort, step string, err error) {
+	o.retireErrors++
+	if msg := step + ": " + err.Error(); msg != f.retireErr {
+		f.retireErr = msg
+		o.frozen[id] = f
+		o.cfg.Logger.Warn("frozen cohort not retired", "cohort", uint64(id), "epoch", f.epoch,
+			"moved_epoch", f.moved.Epoch, "migration", f.migration, "step", step, "err", err)
 	}
 }
 

@@ -552,7 +552,8 @@ func (c *faultCluster) converged() (bool, string) {
 		}
 		owned, frozen := int(m[`aura_cohorts{state="owned"}`]), int(m[`aura_cohorts{state="frozen"}`])
 		if owned != mine || frozen != 0 {
-			return false, fmt.Sprintf("%s grants %d cohorts (%d frozen), the map gives it %d", fn.name, owned, frozen, mine)
+			return false, fmt.Sprintf("%s grants %d cohorts (%d frozen, %.0f failed retirements), the map gives it %d",
+				fn.name, owned, frozen, m[`aura_cohort_retire_errors_total`], mine)
 		}
 		desc = append(desc, fmt.Sprintf("%s:%d", fn.name, mine))
 	}

@@ -90,6 +90,7 @@ type metricsSnapshot struct {
 	txn              actors.TxnStats
 	verbs            rdma.Stats
 	owned, frozen    int
+	retireErrors     uint64
 	mapEpoch         uint64
 	mapCohorts       int
 	manifestBytes    int
@@ -191,6 +192,7 @@ func (m *nodeMetrics) registerGauges() {
 	// Cohorts and the installed OwnerMap.
 	g(`aura_cohorts{state="owned"}`, func(s *metricsSnapshot) float64 { return float64(s.owned) })
 	g(`aura_cohorts{state="frozen"}`, func(s *metricsSnapshot) float64 { return float64(s.frozen) })
+	g(`aura_cohort_retire_errors_total`, func(s *metricsSnapshot) float64 { return u(s.retireErrors) })
 	g(`aura_manifest_epoch`, func(s *metricsSnapshot) float64 { return u(s.mapEpoch) })
 	g(`aura_manifest_cohorts`, func(s *metricsSnapshot) float64 { return float64(s.mapCohorts) })
 	g(`aura_manifest_bytes`, func(s *metricsSnapshot) float64 { return float64(s.manifestBytes) })
@@ -339,6 +341,7 @@ func (m *nodeMetrics) refresh() {
 		s.repair, s.recovery = n.RepairStats(), n.Recovery()
 		s.txn = n.TxnStats()
 		s.owned, s.frozen = n.CohortCounts()
+		s.retireErrors = n.RetireErrors()
 		om := n.OwnerMap()
 		s.mapEpoch, s.mapCohorts, s.epochSeen = om.Epoch, len(om.Cohorts), n.EpochSeen()
 		if om != m.manifestOf {

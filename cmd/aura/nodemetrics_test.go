@@ -262,7 +262,7 @@ func TestNodeMetricsAndHealth(t *testing.T) {
 		`aura_verbs_total{op="read"}`, `aura_verbs_total{op="write"}`, `aura_verbs_total{op="cas"}`, `aura_verbs_total{op="faa"}`,
 		`aura_cas_failed_total`, `aura_doorbells_total`, `aura_verb_errors_total`, `aura_verb_bytes_total{dir="read"}`,
 		`aura_owner_rpc_duration_seconds_count{op="lock"}`, `aura_owner_rpc_errors_total{op="unlock"}`,
-		`aura_cohorts{state="owned"}`, `aura_cohorts{state="frozen"}`,
+		`aura_cohorts{state="owned"}`, `aura_cohorts{state="frozen"}`, `aura_cohort_retire_errors_total`,
 		`aura_lock_recovered_total{how="redone"}`, `aura_lock_recovered_total{how="released"}`,
 		`aura_lock_repaired_total{how="redone"}`, `aura_lock_repaired_total{how="released"}`,
 		`aura_lock_repair_moot_total`, `aura_lock_repair_dropped_total`,
