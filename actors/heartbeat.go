@@ -38,6 +38,14 @@ func NewHeartbeatSender(root *actor.RootContext) *HeartbeatSender {
 // Send sends s to pid; the planner's LeaseGrant, if one comes within
 // HeartbeatTimeout, goes to reply. It never blocks on the answer.
 func (h *HeartbeatSender) Send(pid *actor.PID, s *messages.AccessSummary, reply func(*messages.LeaseGrant)) {
+	h.SendNotify(pid, s, reply, nil)
+}
+
+// SendNotify is Send that also calls unanswered (when not nil) if no
+// LeaseGrant comes within HeartbeatTimeout: nothing runs at pid, it is
+// down, or it is slow. Neither is called for a heartbeat sent without
+// awaiting an answer (MaxHeartbeatsInFlight).
+func (h *HeartbeatSender) SendNotify(pid *actor.PID, s *messages.AccessSummary, reply func(*messages.LeaseGrant), unanswered func()) {
 	if reply == nil {
 		h.root.Send(pid, s)
 		return
@@ -53,6 +61,8 @@ func (h *HeartbeatSender) Send(pid *actor.PID, s *messages.AccessSummary, reply 
 		r, err := f.Result()
 		if g, ok := r.(*messages.LeaseGrant); ok && err == nil {
 			reply(g)
+		} else if unanswered != nil {
+			unanswered()
 		}
 	}()
 }

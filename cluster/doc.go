@@ -21,6 +21,12 @@
 //     differ (an asymmetric partition), so placement alone does not make
 //     the planner unique: the planner lease on the memory node does
 //     (package control/plannerlease).
+//   - Heartbeat routing: PlannerCandidates, every node that may host the
+//     planner in placement order, and HeartbeatRoute, a pure state machine
+//     that sends a node's heartbeats to the placed planner and, when that
+//     one refuses for want of the planner lease, on to the next candidate
+//     until one acts, so that a node whose view differs keeps its owner
+//     lease.
 //
 // Still to come here (routing issues): placement of cohort virtual actors
 // by rendezvous hashing for identities the OwnerMap lacks, the HTTP

@@ -687,7 +687,9 @@ type LeaseGrant struct {
 	// of the known compute nodes), "stale map" (the sender has not installed
 	// the map that was current when it came back, or a new planner's empty
 	// map), "starting" (a new planner has not decided its first publication),
-	// "not live" (the planner's membership does not list the sender). Empty
+	// "not live" (the planner's membership does not list the sender), "no
+	// planner lease" (the planner does not hold a valid planner lease: another
+	// planner may act, and the sender tries the next planner candidate). Empty
 	// when granted.
 	Reason        string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields

@@ -42,7 +42,9 @@
 //     memory node's word, so two planners never act at once, even when
 //     each sees a majority (an asymmetric partition). One that took the
 //     word over counts a departed node's lease from its acquisition; one
-//     deposed forgets its state.
+//     deposed forgets its state. Without a valid lease it answers
+//     heartbeats with ReasonNoPlannerLease, and the node tries the next
+//     planner candidate of its view (cluster.HeartbeatRoute).
 //   - The planner's state is soft: a planner started elsewhere rebuilds the
 //     graph from heartbeats within a few ticks (the cluster runtime decides
 //     where it runs; see "Taking over").

@@ -134,6 +134,11 @@ func (a *Actor) quorum() bool {
 	return live > 0 && 2*live > len(k)
 }
 
+// ReasonNoPlannerLease is LeaseGrant.reason when the planner that got the
+// heartbeat does not hold a valid planner lease: another planner may act,
+// and a node tries it (cluster.HeartbeatRoute).
+const ReasonNoPlannerLease = "no planner lease"
+
 // answerLease answers a heartbeat sent as a request with the sender's
 // lease (or its refusal).
 func (a *Actor) answerLease(ctx actor.Context, m *messages.AccessSummary) {
@@ -144,7 +149,7 @@ func (a *Actor) answerLease(ctx actor.Context, m *messages.AccessSummary) {
 	g := &messages.LeaseGrant{Planner: a.cfg.Name, LeaseMicros: uint64(a.cfg.Lease.Microseconds()), Epoch: a.status.Epoch}
 	switch {
 	case !a.acting():
-		g.Reason = "no planner lease"
+		g.Reason = ReasonNoPlannerLease
 	case !a.live[node]:
 		g.Reason = "not live"
 	case !a.quorum():

@@ -679,6 +679,15 @@ type plannerHost struct {
 	mu     sync.Mutex
 	leader string
 	pid    *actor.PID
+	// candidates are the nodes that may host the planner in this node's
+	// view, placement order first (cluster.PlannerCandidates); route picks
+	// the one heartbeats go to: the placed planner, or the one that acts
+	// when the placed one holds no planner lease (cluster.HeartbeatRoute).
+	candidates []string
+	route      cluster.HeartbeatRoute
+	// grantedBy is the planner of the last owner lease granted, for the
+	// log line that marks a change.
+	grantedBy string
 }
 
 // status returns the Status of the planner actor when this node hosts it,
@@ -705,12 +714,45 @@ func askPlanner[T any](p *plannerHost, msg any, timeout time.Duration) (T, bool)
 	return v, true
 }
 
-// heartbeat sends a summary to the current planner, which answers with
-// the node's owner lease.
+// heartbeat sends a summary to the planner the route picks, which answers
+// with the node's owner lease, and tells the route how it fared.
 func (p *plannerHost) heartbeat(s *messages.AccessSummary, reply func(*messages.LeaseGrant)) {
-	if pid, _, err := p.leaderPID(); err == nil {
-		p.beats.Send(pid, s, reply)
+	p.mu.Lock()
+	to := p.route.Target(p.candidates)
+	p.mu.Unlock()
+	if to == "" {
+		return
 	}
+	addr, ok := p.book.RemoteAddress(to)
+	if !ok {
+		p.observe(to, cluster.Unanswered)
+		return
+	}
+	p.beats.SendNotify(actor.NewPID(addr, "planner"), s, func(g *messages.LeaseGrant) {
+		o := cluster.Answered
+		if !g.GetGranted() && g.GetReason() == planner.ReasonNoPlannerLease {
+			o = cluster.NoPlannerLease
+		}
+		p.observe(to, o)
+		if g.GetGranted() {
+			p.mu.Lock()
+			if g.GetPlanner() != p.grantedBy {
+				// Once per change of the granting planner: a grant from
+				// another than the placed one means views differ.
+				p.grantedBy = g.GetPlanner()
+				p.log.Info("owner lease granted by a new planner", "planner", g.GetPlanner(), "placed", p.leader)
+			}
+			p.mu.Unlock()
+		}
+		reply(g)
+	}, func() { p.observe(to, cluster.Unanswered) })
+}
+
+// observe tells the route how the heartbeat to node fared.
+func (p *plannerHost) observe(node string, o cluster.Outcome) {
+	p.mu.Lock()
+	p.route.Observe(node, o, p.candidates)
+	p.mu.Unlock()
 }
 
 // leaderPID returns the planner actor of the node this node's membership
@@ -780,6 +822,7 @@ func (p *plannerHost) step() {
 	leader := cluster.PlannerNode(members, p.order)
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.candidates = cluster.PlannerCandidates(members, p.order)
 	if leader != p.leader {
 		p.log.Info("planner placed", "on", leader, "membership_epoch", epoch)
 		p.leader = leader
