@@ -755,11 +755,12 @@ func (p *plannerHost) observe(node string, o cluster.Outcome) {
 	p.mu.Unlock()
 }
 
-// leaderPID returns the planner actor of the node this node's membership
-// view places the planner on, and that node's name.
+// leaderPID returns the planner actor this node's heartbeats go to (the
+// one its membership view places, or the acting one the heartbeat route
+// found), and that node's name.
 func (p *plannerHost) leaderPID() (*actor.PID, string, error) {
 	p.mu.Lock()
-	leader := p.leader
+	leader := p.route.Target(p.candidates)
 	p.mu.Unlock()
 	if leader == "" {
 		return nil, "", errNoPlanner
