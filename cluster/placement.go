@@ -5,8 +5,9 @@ import "slices"
 // Planner placement by membership. Every node computes it from its own view
 // with the same deterministic rule, so nodes agree as soon as their views
 // do (within a gossip round or two of a change); while they differ, two
-// nodes may both host a planner for that long, which the planner's epoch
-// checks tolerate (package actors/planner, "Taking over").
+// nodes may both host a planner for that long. Only the holder of the
+// planner lease acts (package actors/planner), and a node's heartbeats
+// find it (HeartbeatRoute).
 
 // PlannerNode returns the node that hosts the planner in a membership view:
 // with order empty, the lowest-named member advertising RolePlanner; else
@@ -14,22 +15,10 @@ import "slices"
 // (order is then both the preference order and the allow-list). "" when no
 // live member qualifies. members need not be sorted.
 func PlannerNode(members []Member, order []string) string {
-	if len(order) > 0 {
-		for _, n := range order {
-			i := slices.IndexFunc(members, func(m Member) bool { return m.Name == n })
-			if i >= 0 && members[i].HasRole(RolePlanner) {
-				return n
-			}
-		}
-		return ""
+	if c := PlannerCandidates(members, order); len(c) > 0 {
+		return c[0]
 	}
-	best := ""
-	for _, m := range members {
-		if m.HasRole(RolePlanner) && (best == "" || m.Name < best) {
-			best = m.Name
-		}
-	}
-	return best
+	return ""
 }
 
 // ComputeNodes lists the live members advertising RoleCN: the names of

@@ -820,10 +820,14 @@ func (p *plannerHost) run(ctx context.Context) {
 
 func (p *plannerHost) step() {
 	members, epoch := p.mem.Snapshot()
-	leader := cluster.PlannerNode(members, p.order)
+	candidates := cluster.PlannerCandidates(members, p.order)
+	leader := ""
+	if len(candidates) > 0 {
+		leader = candidates[0] // cluster.PlannerNode
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.candidates = cluster.PlannerCandidates(members, p.order)
+	p.candidates = candidates
 	if leader != p.leader {
 		p.log.Info("planner placed", "on", leader, "membership_epoch", epoch)
 		p.leader = leader
