@@ -166,7 +166,16 @@ func TestKeyGroupFences(t *testing.T) {
 	if err := c.tables[1].Do(func(tb *Table) error { return tb.Reconfigure(2, 1, []control.KeyGroup{0, 2, 3}, 2) }); err != nil {
 		t.Fatal(err)
 	}
+	// This step walks the CAS path of the followed grant. Whether cn-1's
+	// grantee could instead WRITE over the word it READ depends on the
+	// clock: its READ must come fenceClockMargin (1 ms) after cn-0 set the
+	// fence, which a loaded machine takes and an idle one does not, and a
+	// remote fenced WRITE releases to 0. So for this step cn-1 counts no
+	// READ as recent enough for a fenced WRITE.
+	readAge := c.nodes[1].cfg.FencedReadAge
+	c.nodes[1].cfg.FencedReadAge = time.Nanosecond
 	cnt, _ = bump(t, c, co1, []uint64{56})
+	c.nodes[1].cfg.FencedReadAge = readAge
 	if cnt.LocksOwnerRPC != 1 || c.nodes[1].Stats.FenceRefusals.Load() != 1 {
 		t.Fatalf("grant against another node's fence: %+v, refusals %d; want it to follow cohort 1", cnt, c.nodes[1].Stats.FenceRefusals.Load())
 	}
