@@ -67,6 +67,13 @@ type ConnectConfig struct {
 	// Clients is the number of closed-loop clients. Default 8 per worker
 	// the topology lists at the start.
 	Clients int
+	// NodeMetrics lists the management APIs (HOST:PORT, aura node --http)
+	// whose /metrics the run reads process_cpu_seconds_total from at both
+	// ends of the measured window, for Result.NodeCPUUsPerTxn. Default: the
+	// URL's http_addr alone (the topology names no node's API): give every
+	// node's for the whole cluster's CPU. A node that does not answer
+	// leaves the figure out, with a progress line saying which.
+	NodeMetrics []string
 	// Duration, Warmup, Seed, RateTPS, MaxAttempts, Progress and
 	// ProgressEvery mean what they mean in Config, with the same defaults.
 	Duration      time.Duration
@@ -96,6 +103,9 @@ func (c *ConnectConfig) defaults() {
 	}
 	if c.APIWait == 0 {
 		c.APIWait = 30 * time.Second
+	}
+	if len(c.NodeMetrics) == 0 && c.URL.HTTPAddr != "" {
+		c.NodeMetrics = []string{c.URL.HTTPAddr}
 	}
 }
 
@@ -208,6 +218,7 @@ func Connect(ctx context.Context, cfg ConnectConfig) (*Result, error) {
 	}
 	var warm snapshot
 	var warmRDMA rdma.Stats
+	warmUse, warmNodes := takeUsage(), r.nodeCPU(ctx)
 	warmTaken := cfg.Warmup == 0
 	prev, lastT := snapshot{}, r.start
 	tick := time.NewTicker(cfg.ProgressEvery)
@@ -220,6 +231,7 @@ func Connect(ctx context.Context, cfg ConnectConfig) (*Result, error) {
 			case now := <-tick.C:
 				if !warmTaken && !now.Before(r.warmEnd) {
 					warm, warmRDMA, warmTaken = r.c.snap(), r.rdma(), true
+					warmUse, warmNodes = takeUsage(), r.nodeCPU(ctx)
 				}
 				cur := r.c.snap()
 				s := sample(now.Sub(r.start), now.Sub(lastT), cur.sub(prev))
@@ -247,6 +259,7 @@ func Connect(ctx context.Context, cfg ConnectConfig) (*Result, error) {
 	}()
 	close(stop)
 	wg.Wait()
+	window, endNodes := takeUsage().sub(warmUse), r.nodeCPU(ctx)
 	elapsed := time.Since(r.warmEnd)
 	if !warmTaken {
 		warmRDMA = r.rdma()
@@ -257,6 +270,11 @@ func Connect(ctx context.Context, cfg ConnectConfig) (*Result, error) {
 	total := r.c.snap().sub(warm)
 	rd := r.rdma().Sub(warmRDMA)
 	res.fill(total, elapsed, &r.lat)
+	res.Cost = costOf(window, total.committed)
+	res.NodeCPUUsPerTxn = nodeCPUPerTxn(warmNodes, endNodes, total.committed)
+	if res.NodeCPUUsPerTxn == nil && cfg.Progress != nil {
+		fmt.Fprintf(cfg.Progress, "node CPU per transaction: not every /metrics of %v answered at both ends of the window\n", cfg.NodeMetrics)
+	}
 	res.Errors, res.LastError = total.errs, r.lastError()
 	res.RDMA = RDMA{Read: rd.Reads, Write: rd.Writes, CAS: rd.CAS, FAA: rd.FAA}
 	cs := cl.Stats()
@@ -288,6 +306,36 @@ func Connect(ctx context.Context, cfg ConnectConfig) (*Result, error) {
 	res.addChecks(wl.Check(ctx, store.NewSnapshot(layout, dev)))
 	res.Params.CheckS = time.Since(checkStart).Seconds()
 	return res, nil
+}
+
+// nodeCPU reads process_cpu_seconds_total of every cfg.NodeMetrics API,
+// nil if any of them did not answer.
+func (r *connectRunner) nodeCPU(ctx context.Context) []float64 {
+	out := make([]float64, len(r.cfg.NodeMetrics))
+	for i, addr := range r.cfg.NodeMetrics {
+		api := &client.API{Addr: addr, Token: r.cfg.URL.Token}
+		v, err := api.ProcessCPUSeconds(ctx)
+		if err != nil {
+			return nil
+		}
+		out[i] = v
+	}
+	return out
+}
+
+// nodeCPUPerTxn is the nodes' CPU per committed transaction, in
+// microseconds, between two nodeCPU readings (nil when either is missing or
+// nothing committed).
+func nodeCPUPerTxn(from, to []float64, committed uint64) *float64 {
+	if from == nil || to == nil || len(from) != len(to) || committed == 0 {
+		return nil
+	}
+	var s float64
+	for i := range to {
+		s += to[i] - from[i]
+	}
+	v := s * 1e6 / float64(committed)
+	return &v
 }
 
 // apiPollEvery is how often a run waiting for the management API asks.

@@ -19,24 +19,34 @@ type Result struct {
 	// (ERROR, MOVED, REJECTED) or got no answer, retried with the same
 	// transaction id or failed; LastError says why the last one of the run
 	// did (absent when none did).
-	Errors        uint64                `json:"errors"`
-	LastError     string                `json:"last_error,omitempty"`
-	AbortRate     float64               `json:"abort_rate"`
-	ThroughputTPS float64               `json:"throughput_tps"`
-	LatencyUs     Latency               `json:"latency_us"`
-	Locks         Locks                 `json:"locks"`
-	AtomicPerTxn  float64               `json:"atomic_per_txn"`
-	OwnerRPCPer   float64               `json:"owner_rpc_per_txn"`
-	LocalHit      float64               `json:"local_hit"`
-	RemoteLockOps float64               `json:"remote_lock_ops_per_txn"`
-	RDMA          RDMA                  `json:"rdma"`
-	Cohorts       Cohorts               `json:"cohorts"`
-	Migrations    Migrations            `json:"migrations"`
-	Manifest      Manifest              `json:"manifest"`
-	Checks        map[string]any        `json:"checks"`
-	ByType        map[string]*TypeStats `json:"by_type"`
-	Timeline      []Sample              `json:"timeline"`
-	Params        Params                `json:"params"`
+	Errors        uint64  `json:"errors"`
+	LastError     string  `json:"last_error,omitempty"`
+	AbortRate     float64 `json:"abort_rate"`
+	ThroughputTPS float64 `json:"throughput_tps"`
+	LatencyUs     Latency `json:"latency_us"`
+	Locks         Locks   `json:"locks"`
+	AtomicPerTxn  float64 `json:"atomic_per_txn"`
+	OwnerRPCPer   float64 `json:"owner_rpc_per_txn"`
+	LocalHit      float64 `json:"local_hit"`
+	RemoteLockOps float64 `json:"remote_lock_ops_per_txn"`
+	RDMA          RDMA    `json:"rdma"`
+	// Cost is the measured window's CPU and allocations per committed
+	// transaction (cpu_us_per_txn, allocs_per_txn, alloc_bytes_per_txn, at
+	// the top level of each run's JSON).
+	Cost
+	// NodeCPUUsPerTxn is, with --connect, the nodes' CPU per committed
+	// transaction over the window: the sum of their
+	// process_cpu_seconds_total increases (read from each node's /metrics)
+	// divided by the committed transactions. Absent in embedded runs, whose
+	// nodes are this process (cpu_us_per_txn counts them).
+	NodeCPUUsPerTxn *float64              `json:"node_cpu_us_per_txn,omitempty"`
+	Cohorts         Cohorts               `json:"cohorts"`
+	Migrations      Migrations            `json:"migrations"`
+	Manifest        Manifest              `json:"manifest"`
+	Checks          map[string]any        `json:"checks"`
+	ByType          map[string]*TypeStats `json:"by_type"`
+	Timeline        []Sample              `json:"timeline"`
+	Params          Params                `json:"params"`
 	// Planner is the planner actor's state at the end of an aura run.
 	Planner *PlannerStats `json:"planner,omitempty"`
 	// OwnerPath sums the nodes' owner-path lock-word verbs over the whole

@@ -85,6 +85,18 @@ type Config struct {
 	// ends, so the planner has to follow a moving access pattern under load.
 	// 0 (the default) never drifts. At least 1ms.
 	DriftEvery time.Duration
+	// OnWindow, when set, is called with true when the measured window
+	// starts (the warm-up is over) and with false when it ends (the
+	// clients stopped): aura bench starts and stops its
+	// --window-cpu-profile there, so that the profile leaves the load and
+	// the checks out.
+	OnWindow func(start bool)
+}
+
+func (c *Config) window(start bool) {
+	if c.OnWindow != nil {
+		c.OnWindow(start)
+	}
 }
 
 func (c *Config) defaults() {
@@ -304,9 +316,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	var warm snapshot
 	var warmRDMA rdma.Stats
+	warmUse := takeUsage()
 	warmTaken := cfg.Warmup == 0
 	if warmTaken {
 		warmRDMA = sumStats(devs)
+		cfg.window(true)
 	}
 	prev := snapshot{}
 	prevCN := cl.finishedPerNode()
@@ -320,7 +334,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 				return
 			case now := <-tick.C:
 				if !warmTaken && !now.Before(r.warmEnd) {
-					warm, warmRDMA, warmTaken = r.c.snap(), sumStats(devs), true
+					cfg.window(true)
+					warm, warmRDMA, warmUse, warmTaken = r.c.snap(), sumStats(devs), takeUsage(), true
 				}
 				cur := r.c.snap()
 				d := cur.sub(prev)
@@ -362,6 +377,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}()
 	close(stop)
 	wg.Wait()
+	window := takeUsage().sub(warmUse)
+	if warmTaken {
+		cfg.window(false)
+	}
 	if !warmTaken {
 		warmRDMA = sumStats(devs)
 	}
@@ -372,6 +391,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	total := r.c.snap().sub(warm)
 	rd := sumStats(devs).Sub(warmRDMA)
 	res.fill(total, elapsed, &r.lat)
+	res.Cost = costOf(window, total.committed)
 	res.Errors, res.LastError = total.errs, r.lastError()
 	res.RDMA = RDMA{Read: rd.Reads, Write: rd.Writes, CAS: rd.CAS, FAA: rd.FAA}
 	res.Cohorts.Final = cl.cohorts()

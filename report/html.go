@@ -66,7 +66,18 @@ func headline(runs []bench.Result) table {
 	if oracle != nil {
 		t.Head = append(t.Head, "remote vs oracle")
 	}
-	t.Head = append(t.Head, "migrations", "cohorts final / max / min after warm-up", "checks")
+	t.Head = append(t.Head, "migrations", "cohorts final / max / min after warm-up")
+	// CPU and allocations per transaction exist for real runs only (the
+	// simulator's virtual time has none).
+	measured := slices.ContainsFunc(runs, func(r bench.Result) bool { return r.CPUSeconds > 0 })
+	if measured {
+		t.Head = append(t.Head, "CPU µs/txn")
+		if base != nil {
+			t.Head = append(t.Head, "CPU vs mn-only")
+		}
+		t.Head = append(t.Head, "allocs/txn", "alloc bytes/txn")
+	}
+	t.Head = append(t.Head, "checks")
 	for _, r := range runs {
 		row := []string{runLabel(r), r.Workload, fmt.Sprint(r.CNs), fmt.Sprint(r.Committed + r.RolledBack),
 			fmt.Sprintf("%.0f", r.ThroughputTPS)}
@@ -87,7 +98,19 @@ func headline(runs []bench.Result) table {
 			row = append(row, ratio(r.RemoteLockOps, oracle.RemoteLockOps))
 		}
 		row = append(row, fmt.Sprint(r.Migrations.Count),
-			fmt.Sprintf("%d / %d / %d", r.Cohorts.Final, r.Cohorts.Max, r.Cohorts.MinAfterWarmup), checks(r))
+			fmt.Sprintf("%d / %d / %d", r.Cohorts.Final, r.Cohorts.Max, r.Cohorts.MinAfterWarmup))
+		if measured {
+			cpu := fmt.Sprintf("%.1f", r.CPUUsPerTxn)
+			if r.NodeCPUUsPerTxn != nil {
+				cpu += fmt.Sprintf(" (nodes %.1f)", *r.NodeCPUUsPerTxn)
+			}
+			row = append(row, cpu)
+			if base != nil {
+				row = append(row, ratio(r.CPUUsPerTxn, base.CPUUsPerTxn))
+			}
+			row = append(row, fmt.Sprintf("%.1f", r.AllocsPerTxn), fmt.Sprintf("%.0f", r.AllocBytesPerTxn))
+		}
+		row = append(row, checks(r))
 		t.Rows = append(t.Rows, row)
 	}
 	return t

@@ -48,11 +48,14 @@ type benchFlags struct {
 	jsonPath    string
 	quiet       bool
 	cpuProfile  string
+	memProfile  string
+	winProfile  string
 	execTrace   string
 	plannerTick time.Duration
 	connect     string
 	skipLoad    bool
 	listen      string
+	nodeMetrics []string
 	driftEvery  time.Duration
 	reportDir   string
 }
@@ -166,11 +169,14 @@ LOCAL hit of the last interval); otherwise a plain line every second.`,
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress lines")
 	fl.StringVar(&f.reportDir, "report", "", "after the run, write an HTML report with plots to this directory (created; an existing one must be empty or hold an earlier report)")
 	fl.StringVar(&f.cpuProfile, "cpu-profile", "", "write a Go CPU profile of the whole run to this file (inspect with 'go tool pprof')")
+	fl.StringVar(&f.winProfile, "window-cpu-profile", "", "write a Go CPU profile of each mode's measured window only (after the warm-up, before the checks; the load left out) to this file; with several modes to FILE.MODE")
+	fl.StringVar(&f.memProfile, "mem-profile", "", "write a Go allocation profile of the whole run to this file when it ends (inspect with 'go tool pprof -sample_index=alloc_objects'; focus on occ or actors to leave the load and the checks out)")
 	fl.StringVar(&f.execTrace, "exec-trace", "", "write a Go execution trace of the whole run to this file (inspect with 'go tool trace': goroutines waiting for a processor, GC pauses); it grows by megabytes a second")
 	fl.StringVar(&f.connect, "connect", "", "drive a running cluster instead of an embedded one: aura://HOST:PORT/DB?http_addr=HOST:PORT (a node's remote address and its management API)")
 	fl.BoolVar(&f.skipLoad, "skip-load", false, "with --connect: do not load the tables (they are loaded already); needed to run without --mn")
 	fl.DurationVar(&f.driftEvery, "drift-every", 0, "drift the workload's access pattern at this wall-time period during each run, warm-up included ("+strings.Join(driftWorkloads, ", ")+"; 0 = never)")
 	f.sec.addTLS(fl)
+	fl.StringSliceVar(&f.nodeMetrics, "node-metrics", nil, "with --connect: the nodes' management APIs (HOST:PORT, comma separated) whose /metrics give the nodes' CPU per transaction (node_cpu_us_per_txn); default: the connection string's http_addr alone")
 	fl.StringVar(&f.listen, "client-listen", "127.0.0.1:0", "with --connect: this process's protoactor remote address, HOST:PORT, which the nodes answer to (port 0: a free port)")
 	return cmd
 }
@@ -178,7 +184,7 @@ LOCAL hit of the last interval); otherwise a plain line every second.`,
 // startProfiles writes a Go CPU profile to cpuPath and an execution trace
 // to tracePath (each: none when empty) until the returned function is
 // called.
-func startProfiles(cpuPath, tracePath string) (func(), error) {
+func startProfiles(cpuPath, tracePath, memPath string) (func(), error) {
 	var stops []func()
 	stopAll := func() {
 		for _, stop := range slices.Backward(stops) {
@@ -189,7 +195,8 @@ func startProfiles(cpuPath, tracePath string) (func(), error) {
 		path  string
 		start func(io.Writer) error
 		stop  func()
-	}{{cpuPath, pprof.StartCPUProfile, pprof.StopCPUProfile}, {tracePath, trace.Start, trace.Stop}} {
+	}{{cpuPath, pprof.StartCPUProfile, pprof.StopCPUProfile}, {tracePath, trace.Start, trace.Stop},
+		{memPath, func(io.Writer) error { return nil }, nil}} {
 		if p.path == "" {
 			continue
 		}
@@ -203,9 +210,46 @@ func startProfiles(cpuPath, tracePath string) (func(), error) {
 			stopAll()
 			return nil, err
 		}
+		if p.stop == nil {
+			// The allocation profile is cumulative: written when the run
+			// ends, it holds every allocation sampled since the start.
+			stops = append(stops, func() { pprof.Lookup("allocs").WriteTo(f, 0); f.Close() })
+			continue
+		}
 		stops = append(stops, func() { p.stop(); f.Close() })
 	}
 	return stopAll, nil
+}
+
+// windowProfile returns a bench.Config.OnWindow that profiles the CPU
+// from the window's start to its end into path. Go runs one CPU profile
+// at a time: with the whole run's (--cpu-profile) on, it refuses.
+func windowProfile(path string, wholeRun bool) (func(bool), error) {
+	if wholeRun {
+		return nil, errors.New("--window-cpu-profile and --cpu-profile cannot both be given (Go runs one CPU profile at a time)")
+	}
+	var out *os.File
+	return func(start bool) {
+		if start {
+			f, err := os.Create(path)
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "--window-cpu-profile: %v\n", err)
+				return
+			}
+			if err := pprof.StartCPUProfile(f); err != nil {
+				fmt.Fprintf(os.Stderr, "--window-cpu-profile: %v\n", err)
+				f.Close()
+				return
+			}
+			out = f
+			return
+		}
+		if out != nil {
+			pprof.StopCPUProfile()
+			out.Close()
+			out = nil
+		}
+	}, nil
 }
 
 func runBench(cmd *cobra.Command, f *benchFlags) error {
@@ -233,7 +277,7 @@ func runBench(cmd *cobra.Command, f *benchFlags) error {
 			return fmt.Errorf("--report: %w", err)
 		}
 	}
-	stopProfile, err := startProfiles(f.cpuProfile, f.execTrace)
+	stopProfile, err := startProfiles(f.cpuProfile, f.execTrace, f.memProfile)
 	if err != nil {
 		return err
 	}
@@ -261,6 +305,17 @@ func runBench(cmd *cobra.Command, f *benchFlags) error {
 			Clients: clients, CoordinatorsPerCN: f.coords, Duration: f.duration, Warmup: f.warmup,
 			Seed: f.seed, RateTPS: f.rate, MaxAttempts: f.maxAttempts, Progress: progress, PlannerTick: f.plannerTick,
 			DriftEvery: f.driftEvery}
+		if f.winProfile != "" {
+			path := f.winProfile
+			if len(f.modes) > 1 {
+				path += "." + cfg.Mode
+			}
+			var winErr error
+			cfg.OnWindow, winErr = windowProfile(path, f.cpuProfile != "")
+			if winErr != nil {
+				return winErr
+			}
+		}
 		res, err := bench.Run(ctx, cfg)
 		cleanup()
 		// The embedded memory node of this mode is garbage now: return its
@@ -354,7 +409,7 @@ func runBenchConnect(cmd *cobra.Command, f *benchFlags) error {
 	if err != nil {
 		return err
 	}
-	stopProfile, err := startProfiles(f.cpuProfile, f.execTrace)
+	stopProfile, err := startProfiles(f.cpuProfile, f.execTrace, f.memProfile)
 	if err != nil {
 		return err
 	}
@@ -369,7 +424,7 @@ func runBenchConnect(cmd *cobra.Command, f *benchFlags) error {
 	}
 	cfg := bench.ConnectConfig{Mode: mode, Workload: wl, URL: u, Listen: f.listen, SkipLoad: f.skipLoad, TLS: tlsCfg,
 		Clients: f.clients, Duration: f.duration, Warmup: f.warmup, Seed: f.seed, RateTPS: f.rate,
-		MaxAttempts: f.maxAttempts, Progress: progress}
+		MaxAttempts: f.maxAttempts, Progress: progress, NodeMetrics: f.nodeMetrics}
 	if f.mn != "" {
 		var err error
 		if cfg.Dial, _, _, err = f.memoryNode(); err != nil {
@@ -450,6 +505,12 @@ func printSummary(w io.Writer, results []*bench.Result) {
 		head += "remote vs oracle\t"
 	}
 	head += "cohorts\tmigrations\t"
+	// CPU and allocations per transaction are measured in real runs (aura
+	// bench); the simulator's virtual time has none to show.
+	measured := slices.ContainsFunc(results, func(r *bench.Result) bool { return r.CPUSeconds > 0 })
+	if measured {
+		head += "cpu µs/txn\tallocs/txn\talloc B/txn\t"
+	}
 	fmt.Fprintln(tw, head)
 	for _, r := range results {
 		line := fmt.Sprintf("%s\t%s\t%d\t%d\t%.0f\t", r.Mode, r.Workload, r.CNs, r.Committed+r.RolledBack, r.ThroughputTPS)
@@ -465,9 +526,17 @@ func printSummary(w io.Writer, results []*bench.Result) {
 			line += ratio(r.RemoteLockOps, oracle.RemoteLockOps) + "\t"
 		}
 		line += fmt.Sprintf("%d\t%d\t", r.Cohorts.Final, r.Migrations.Count)
+		if measured {
+			line += fmt.Sprintf("%.1f\t%.1f\t%.0f\t", r.CPUUsPerTxn, r.AllocsPerTxn, r.AllocBytesPerTxn)
+		}
 		fmt.Fprintln(tw, line)
 	}
 	tw.Flush()
+	for _, r := range results {
+		if r.NodeCPUUsPerTxn != nil {
+			fmt.Fprintf(w, "\n%s — nodes' CPU (their process_cpu_seconds_total): %.1f µs per committed transaction\n", r.Mode, *r.NodeCPUUsPerTxn)
+		}
+	}
 	for _, r := range results {
 		if len(r.ByType) > 0 {
 			fmt.Fprintf(w, "\n%s — per transaction type (after warm-up):\n", r.Mode)
